@@ -1,0 +1,57 @@
+# syntax=docker/dockerfile:1
+#
+# dropcode container image (multi-stage).
+#   build:   full install (dev deps included) + `npm run build` -> dist/
+#   runtime: production deps only + dist/, runs as the non-root `node` user.
+#
+# Build:  docker build -t dropcode .
+# Run:    docker run --rm -p 127.0.0.1:3000:3000 -e API_KEYS=... dropcode
+#
+# `--ignore-scripts` is used for both installs: the only dependency with an
+# install script is esbuild (pulled in by tsx), whose postinstall merely
+# verifies/optimises its platform binary. Neither `tsc` (build stage) nor
+# `node dist/server.js` (runtime) executes esbuild.
+
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# ---------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+
+# Dependency layer first so it is cached until package*.json change.
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+
+# Sources (see .dockerignore for what is excluded) and compile to dist/.
+COPY . .
+RUN npm run build
+
+# ---------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+WORKDIR /app
+
+# HOST/PORT match src/config.ts (whose defaults are the same); set explicitly
+# because the server must listen on 0.0.0.0 inside a container.
+ENV NODE_ENV=production \
+    DATA_DIR=/data \
+    HOST=0.0.0.0 \
+    PORT=3000
+
+# package.json is needed at runtime too ("type": "module" for dist/*.js).
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+    && npm cache clean --force
+
+COPY --from=build /app/dist ./dist
+
+# Application files stay root-owned (read-only for the app user); only the
+# data directory is writable by `node` (uid 1000, provided by the base image).
+RUN mkdir -p /data && chown node:node /data
+VOLUME /data
+
+USER node
+EXPOSE 3000
+
+# No HEALTHCHECK: the slim image has no curl/wget; let the orchestrator probe
+# the HTTP endpoint instead.
+CMD ["node", "dist/server.js"]

@@ -1,0 +1,65 @@
+/**
+ * Builds the dropcode application; never listens (server.ts does). Plugins are registered in
+ * dependency order, and this list is the architecture:
+ *
+ *   error handler → multipart parser → stores (BlobStore + StateStore) → services (files,
+ *   sweeper) → routes (upload, chunked upload, download, delete)
+ */
+import { randomUUID } from 'node:crypto'
+import type { S3Client } from '@aws-sdk/client-s3'
+import multipart from '@fastify/multipart'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import type { Config } from './config.js'
+import { loggerOptions } from './logging.js'
+import errorHandler from './plugins/error-handler.js'
+import services from './plugins/services.js'
+import stores from './plugins/stores.js'
+import chunkedRoutes from './routes/chunked.js'
+import deleteRoutes from './routes/delete.js'
+import downloadRoutes from './routes/download.js'
+import uploadRoutes from './routes/upload.js'
+
+export interface AppOverrides {
+  /** Logger to use; default: pino at config.logLevel. Tests pass `false`-like silent loggers. */
+  loggerInstance?: FastifyBaseLogger
+  /** Clock in epoch ms (tests move time forward to check expiry). */
+  now?: () => number
+  /** Use this S3 client (tests wrap it to record or fail requests). */
+  s3Client?: S3Client
+}
+
+export async function buildApp (config: Config, overrides: AppOverrides = {}): Promise<FastifyInstance> {
+  const now = overrides.now ?? Date.now
+  const app = Fastify({
+    ...(overrides.loggerInstance ? { loggerInstance: overrides.loggerInstance } : { logger: loggerOptions(config.logLevel) }),
+    genReqId: () => randomUUID(),
+    // JSON bodies are never accepted; keep the non-multipart limit small.
+    bodyLimit: 64 * 1024,
+    // Long uploads and downloads: no whole-request deadline (a 1 GiB transfer on a slow link
+    // takes long); idle sockets are still closed by keepAliveTimeout.
+    requestTimeout: 0,
+    return503OnClosing: true
+  })
+
+  app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })
+
+  await app.register(errorHandler)
+  await app.register(multipart, {
+    limits: {
+      fieldNameSize: 100, // bytes in a field name; ours are short
+      fieldSize: 4096, // bytes in a text field: enough for a 255-byte UTF-8 filename or an id
+      fields: 16, // text fields per request; the interface uses at most 4
+      fileSize: config.limits.maxFileSize + 1, // bytes; one over the limit so SizeLimit sees the overflow and answers 413
+      files: 2, // a second file must reach our reader so it can answer 400 (TOO_MANY_FILES)
+      parts: 24, // fields + files
+      headerPairs: 32 // headers per part
+    }
+  })
+  await app.register(stores, { config, now, ...(overrides.s3Client ? { s3Client: overrides.s3Client } : {}) })
+  await app.register(services, { config, now })
+  await app.register(uploadRoutes, { config })
+  await app.register(chunkedRoutes, { config })
+  await app.register(downloadRoutes)
+  await app.register(deleteRoutes)
+  return app
+}

@@ -1,0 +1,88 @@
+/**
+ * Filesystem BlobStore: the embedded default, under DATA_DIR/blobs.
+ *
+ * Layout: `{root}/{key[0..2]}/{key}`; the two-character fan-out keeps directories small.
+ * A put writes `{key}.part` and renames it into place when the body has ended, so a reader
+ * never sees half a file and a crash leaves only a `.part` file, which `purge` removes.
+ * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
+ * reader closes it.
+ */
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import { DropcodeError } from '../errors.js'
+import { isBlobKey } from '../ids.js'
+import { BlobNotFoundError, type BlobStore } from './blob-store.js'
+import { ByteCounter } from './byte-counter.js'
+
+const unavailable = (err: unknown) => new DropcodeError('DROPCODE_STORAGE_UNAVAILABLE', undefined, undefined, { cause: err })
+
+export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
+  const root = path.resolve(dir)
+  const pathOf = (key: string) => {
+    if (!isBlobKey(key)) throw new Error(`invalid object key ${JSON.stringify(key)}`)
+    return path.join(root, key.slice(0, 2), key)
+  }
+
+  return {
+    async put (key, body) {
+      const final = pathOf(key)
+      const temp = `${final}.part`
+      const counter = new ByteCounter()
+      let bodyError: unknown
+      body.once('error', err => { bodyError = err })
+      try {
+        await fsp.mkdir(path.dirname(final), { recursive: true })
+        await pipeline(body, counter, fs.createWriteStream(temp, { flags: 'wx' }))
+        await fsp.rename(temp, final)
+        return { size: counter.bytes }
+      } catch (err) {
+        await fsp.rm(temp, { force: true }).catch(() => {})
+        throw bodyError ?? unavailable(err)
+      }
+    },
+
+    async get (key) {
+      let handle: fsp.FileHandle
+      try {
+        handle = await fsp.open(pathOf(key), 'r')
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(key)
+        throw unavailable(err)
+      }
+      try {
+        const { size } = await handle.stat()
+        return { body: handle.createReadStream(), size }
+      } catch (err) {
+        await handle.close()
+        throw unavailable(err)
+      }
+    },
+
+    async delete (key) {
+      try {
+        await fsp.rm(pathOf(key), { force: true })
+      } catch (err) {
+        throw unavailable(err)
+      }
+    },
+
+    async purge (key) {
+      await this.delete(key)
+      await fsp.rm(`${pathOf(key)}.part`, { force: true }).catch(err => { throw unavailable(err) })
+    },
+
+    async init () {
+      await fsp.mkdir(root, { recursive: true })
+    },
+
+    async ping () {
+      try {
+        await fsp.access(root, fs.constants.W_OK)
+      } catch (err) {
+        throw unavailable(err)
+      }
+    }
+  }
+}

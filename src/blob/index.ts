@@ -1,0 +1,49 @@
+/**
+ * The one place that picks a BlobStore driver (STORAGE_DRIVER). It builds the driver's client
+ * and hands back a `close` for it; nothing else branches on the backend.
+ */
+import { S3Client } from '@aws-sdk/client-s3'
+import type { StorageConfig } from '../config.js'
+import type { BlobStore } from './blob-store.js'
+import { createFsBlobStore } from './fs-store.js'
+import { createS3BlobStore } from './s3-store.js'
+
+export type { BlobStore } from './blob-store.js'
+export { BlobNotFoundError } from './blob-store.js'
+
+/** Builds an S3 client from the storage settings (also used by tests and benchmarks). */
+export function createS3Client (config: Extract<StorageConfig, { driver: 's3' }>): S3Client {
+  const checksum = config.checksumMode === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED'
+  return new S3Client({
+    region: config.region,
+    ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
+    ...(config.credentials !== undefined ? { credentials: config.credentials } : {}),
+    forcePathStyle: config.forcePathStyle,
+    requestChecksumCalculation: checksum,
+    responseChecksumValidation: checksum,
+    // Fail over quickly; the caller answers 503 and the client retries.
+    maxAttempts: 3
+  })
+}
+
+export interface OpenedBlobStore {
+  store: BlobStore
+  /** Releases the driver's client. */
+  close (): Promise<void>
+}
+
+export async function openBlobStore (config: StorageConfig, options: { s3Client?: S3Client } = {}): Promise<OpenedBlobStore> {
+  if (config.driver === 's3') {
+    const client = options.s3Client ?? createS3Client(config)
+    const store = createS3BlobStore({
+      client,
+      bucket: config.bucket,
+      prefix: config.prefix,
+      partSize: config.partSize,
+      queueSize: config.queueSize,
+      createBucket: config.createBucket
+    })
+    return { store, close: async () => { if (options.s3Client === undefined) client.destroy() } }
+  }
+  return { store: createFsBlobStore({ dir: config.dir }), close: async () => {} }
+}

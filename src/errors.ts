@@ -1,0 +1,50 @@
+/**
+ * The error catalogue: every error dropcode answers with, by stable code. Services and drivers
+ * throw `new DropcodeError('DROPCODE_…')`; one error handler (plugins/error-handler.ts) renders
+ * them as `{ "error": message, "code": code }` on API routes and as an HTML page on downloads.
+ * Each code is listed in the README (a test checks).
+ */
+export const ERROR_CATALOGUE = {
+  DROPCODE_UNAUTHORIZED: { status: 401, message: 'Missing or invalid API key: send a valid key in the X-Client-Key header.' },
+  DROPCODE_BAD_REQUEST: { status: 400, message: 'Bad request.' },
+  DROPCODE_NOT_MULTIPART: { status: 400, message: 'The request body must be multipart/form-data.' },
+  DROPCODE_MALFORMED_MULTIPART: { status: 400, message: 'The multipart/form-data body is malformed or incomplete.' },
+  DROPCODE_MISSING_FILE: { status: 400, message: 'Missing file: send it as the multipart file field "file".' },
+  DROPCODE_MISSING_FIELD: { status: 400, message: 'A required field is missing.' },
+  DROPCODE_TOO_MANY_FILES: { status: 400, message: 'Send exactly one file per request.' },
+  DROPCODE_TOO_MANY_PARTS: { status: 400, message: 'Too many multipart parts or fields.' },
+  DROPCODE_INVALID_FIELD: { status: 400, message: 'A field has an invalid value.' },
+  DROPCODE_DUPLICATE_FIELD: { status: 400, message: 'A field was sent more than once.' },
+  DROPCODE_FILE_TOO_LARGE: { status: 413, message: 'The file is larger than this service accepts.' },
+  DROPCODE_FILE_NOT_FOUND: { status: 404, message: 'No file with this code: it may have expired, reached its download limit, or been deleted.' },
+  DROPCODE_ROUTE_NOT_FOUND: { status: 404, message: 'No such endpoint.' },
+  DROPCODE_STATE_FULL: { status: 503, message: 'The service holds as many files as it is configured to; try again later.' },
+  DROPCODE_STATE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its state store; try again shortly.' },
+  DROPCODE_STORAGE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its file storage; try again shortly.' },
+  DROPCODE_NOT_IMPLEMENTED: { status: 501, message: 'This endpoint is not available yet.' },
+  DROPCODE_INTERNAL: { status: 500, message: 'Internal server error.' }
+} as const satisfies Record<string, { status: number, message: string }>
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE
+
+export class DropcodeError extends Error {
+  override name = 'DropcodeError'
+  readonly statusCode: number
+
+  /**
+   * @param code catalogue code; sets the HTTP status
+   * @param message replaces the catalogue message (it is shown to the client: no internals)
+   * @param details extra fields merged into the JSON error body (e.g. `missing_chunks`)
+   */
+  constructor (
+    readonly code: ErrorCode,
+    message?: string,
+    readonly details?: Record<string, unknown>,
+    options?: { cause?: unknown }
+  ) {
+    super(message ?? ERROR_CATALOGUE[code].message, options)
+    this.statusCode = ERROR_CATALOGUE[code].status
+  }
+}
+
+export const isDropcodeError = (err: unknown): err is DropcodeError => err instanceof DropcodeError

@@ -1,0 +1,86 @@
+/**
+ * Reads a multipart/form-data request in wire order, streaming its one file part into a
+ * handler and collecting the known text fields, wherever they stand relative to the file.
+ *
+ * Why a reader of our own around `req.parts()`: clients send fields before or after the file
+ * (curl keeps command-line order), so fields after the file are only known once the file is
+ * stored; any error after that point must discard what was stored. Busboy's own errors
+ * (truncated body, bad boundary, count limits) are mapped to the error catalogue here.
+ */
+import type { Readable } from 'node:stream'
+import type { FastifyRequest } from 'fastify'
+import { DropcodeError, isDropcodeError } from '../errors.js'
+
+export interface StoredFileHandler<T> {
+  /** Consumes the whole stream (or fails); called at most once per request. */
+  store (stream: Readable, filename: string | undefined): Promise<T>
+  /** Undoes `store` when the request fails afterwards. */
+  discard (stored: T): Promise<void>
+}
+
+export interface FormResult<F extends string, T> {
+  fields: Partial<Record<F, string>>
+  file: T | undefined
+}
+
+const LIMIT_CODES = new Set(['FST_PARTS_LIMIT', 'FST_FILES_LIMIT', 'FST_FIELDS_LIMIT'])
+
+/** Maps an error thrown by the multipart parser to the catalogue. */
+function parserError (err: unknown): DropcodeError {
+  if (isDropcodeError(err)) return err
+  const code = (err as { code?: string })?.code ?? ''
+  if (LIMIT_CODES.has(code)) return new DropcodeError('DROPCODE_TOO_MANY_PARTS', undefined, undefined, { cause: err })
+  if (code === 'FST_REQ_FILE_TOO_LARGE') return new DropcodeError('DROPCODE_FILE_TOO_LARGE', undefined, undefined, { cause: err })
+  if (code === 'FST_INVALID_MULTIPART_CONTENT_TYPE') return new DropcodeError('DROPCODE_NOT_MULTIPART', undefined, undefined, { cause: err })
+  return new DropcodeError('DROPCODE_MALFORMED_MULTIPART', undefined, undefined, { cause: err })
+}
+
+/**
+ * @param fileField name of the single file part expected (e.g. `file`)
+ * @param fieldNames text fields to collect; others are ignored, duplicates are a 400
+ */
+export async function readForm<F extends string, T> (
+  req: FastifyRequest,
+  fileField: string,
+  fieldNames: readonly F[],
+  handler: StoredFileHandler<T>
+): Promise<FormResult<F, T>> {
+  const fields: Partial<Record<F, string>> = Object.create(null)
+  const wanted = new Set<string>(fieldNames)
+  let file: T | undefined
+  let fileSeen = false
+  const parts = req.parts()[Symbol.asyncIterator]()
+  try {
+    while (true) {
+      let next: IteratorResult<Awaited<ReturnType<typeof parts.next>>['value']>
+      try {
+        next = await parts.next()
+      } catch (err) {
+        throw parserError(err)
+      }
+      if (next.done === true) break
+      const part = next.value
+      if (part.type === 'file') {
+        if (part.fieldname !== fileField) {
+          throw new DropcodeError('DROPCODE_INVALID_FIELD', `Unexpected file field "${part.fieldname.slice(0, 64)}": send the file as "${fileField}".`)
+        }
+        if (fileSeen) throw new DropcodeError('DROPCODE_TOO_MANY_FILES')
+        fileSeen = true
+        file = await handler.store(part.file, part.filename)
+        continue
+      }
+      if (!wanted.has(part.fieldname)) continue
+      if (part.fieldname in fields) {
+        throw new DropcodeError('DROPCODE_DUPLICATE_FIELD', `Field "${part.fieldname}" was sent more than once.`)
+      }
+      if (part.valueTruncated || typeof part.value !== 'string') {
+        throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "${part.fieldname}" is too long.`)
+      }
+      fields[part.fieldname as F] = part.value
+    }
+  } catch (err) {
+    if (file !== undefined) await handler.discard(file)
+    throw err
+  }
+  return { fields, file }
+}

@@ -1,0 +1,27 @@
+/**
+ * X-Client-Key authentication for the upload endpoints. Runs as an onRequest hook, before any
+ * body byte is read. Keys are compared as SHA-256 digests with timingSafeEqual against every
+ * configured key (no early exit), so timing reveals neither a key nor which one matched.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { onRequestAsyncHookHandler } from 'fastify'
+import { DropcodeError } from '../errors.js'
+
+const digest = (s: string) => createHash('sha256').update(s).digest()
+
+export function apiKeyGuard (keys: readonly string[]): onRequestAsyncHookHandler {
+  const known = keys.map(digest)
+  return async function checkApiKey (req) {
+    const given = req.headers['x-client-key']
+    const presented = digest(typeof given === 'string' ? given : '')
+    let match = 0
+    for (const k of known) match |= timingSafeEqual(presented, k) ? 1 : 0
+    if (match !== 1 || typeof given !== 'string') throw new DropcodeError('DROPCODE_UNAUTHORIZED')
+  }
+}
+
+/** Rejects non-multipart bodies before any content-type parser runs (the interface wants 400). */
+export const requireMultipart: onRequestAsyncHookHandler = async function requireMultipart (req) {
+  const type = req.headers['content-type'] ?? ''
+  if (!/^multipart\/form-data\s*;/i.test(type)) throw new DropcodeError('DROPCODE_NOT_MULTIPART')
+}

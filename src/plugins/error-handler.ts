@@ -1,0 +1,57 @@
+/**
+ * One error handler for the whole app. API routes answer the interface's JSON body
+ * `{ "error": message, "code": DROPCODE_… }`; routes with `config.htmlErrors` (downloads)
+ * answer a small HTML page. 5xx answers carry only the request id; details go to the log.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { DropcodeError, isDropcodeError } from '../errors.js'
+import { errorPage } from '../http/error-page.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Render errors as an HTML page instead of JSON (download routes). */
+    htmlErrors?: boolean
+  }
+}
+
+/** Anything thrown becomes a catalogue error; unknown failures become DROPCODE_INTERNAL. */
+export function toDropcodeError (err: unknown): DropcodeError {
+  if (isDropcodeError(err)) return err
+  const fe = err as Partial<FastifyError>
+  if (fe.validation !== undefined) return new DropcodeError('DROPCODE_INVALID_FIELD', fe.message, undefined, { cause: err })
+  if (fe.statusCode === 413) return new DropcodeError('DROPCODE_FILE_TOO_LARGE', undefined, undefined, { cause: err })
+  if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || fe.code === 'FST_INVALID_MULTIPART_CONTENT_TYPE') {
+    return new DropcodeError('DROPCODE_NOT_MULTIPART', undefined, undefined, { cause: err })
+  }
+  if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return new DropcodeError('DROPCODE_BAD_REQUEST', fe.message, undefined, { cause: err })
+  }
+  return new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: err })
+}
+
+export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply) {
+  const status = err.statusCode
+  // A body we stopped reading (size limit, bad field) must not be drained into the next request.
+  if (!req.raw.complete) reply.header('connection', 'close')
+  if (req.routeOptions.config?.htmlErrors === true) {
+    const message = status >= 500 ? `${err.message} (request id ${req.id})` : err.message
+    return reply.code(status).type('text/html; charset=utf-8').send(errorPage(status, message))
+  }
+  return reply.code(status).send({
+    error: err.message,
+    code: err.code,
+    ...err.details,
+    ...(status >= 500 ? { request_id: req.id } : {})
+  })
+}
+
+export default fp(async function errorHandler (app: FastifyInstance) {
+  app.setErrorHandler((raw, req, reply) => {
+    const err = toDropcodeError(raw)
+    if (err.statusCode >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed')
+    else req.log.info({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
+    return sendError(err, req, reply)
+  })
+  app.setNotFoundHandler((req, reply) => sendError(new DropcodeError('DROPCODE_ROUTE_NOT_FOUND'), req, reply))
+}, { name: 'error-handler' })

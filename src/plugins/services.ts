@@ -1,0 +1,31 @@
+/** Domain services built on the stores: the file service and the background sweeper. */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Config } from '../config.js'
+import { createFileService, type FileService } from '../services/files.js'
+import { createSweeper, type Sweeper } from '../services/sweeper.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    files: FileService
+    sweeper: Sweeper
+  }
+}
+
+export default fp(async function services (app: FastifyInstance, opts: { config: Config, now: () => number }) {
+  const { config, now } = opts
+  app.decorate('files', createFileService({
+    blobs: app.blobs,
+    state: app.state,
+    log: app.log,
+    now,
+    maxFileSize: config.limits.maxFileSize,
+    graceMs: config.sweeper.graceMs,
+    uploadTimeoutMs: config.uploadTimeoutMs
+  }))
+  const sweeper = createSweeper({ blobs: app.blobs, state: app.state, log: app.log.child({ component: 'sweeper' }), now, intervalMs: config.sweeper.intervalMs })
+  app.decorate('sweeper', sweeper)
+  app.addHook('onReady', async () => sweeper.start())
+  // Before the stores close (onClose hooks run in reverse registration order).
+  app.addHook('onClose', () => sweeper.stop())
+}, { name: 'services', dependencies: ['stores'] })

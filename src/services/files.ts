@@ -1,0 +1,175 @@
+/**
+ * The file lifecycle, independent of HTTP: receive bytes into a new object, publish them under
+ * a fresh code, serve downloads against the limit, delete. Takes its stores as arguments; the
+ * routes only parse and map results.
+ *
+ * Ordering rules that keep storage and state consistent:
+ * - An object key enters the cleanup index (deadline: now + UPLOAD_TIMEOUT) *before* any byte
+ *   is written, so a crash mid-upload leaves something the sweeper finds.
+ * - The record is created after the object is complete; if that fails the object is deleted.
+ * - A download is claimed before the object is opened; if the object cannot be opened for a
+ *   transient reason the claim is refunded, so a storage fault never eats a download.
+ */
+import { Transform, type Readable, type TransformCallback } from 'node:stream'
+import { pipeline } from 'node:stream'
+import type { FastifyBaseLogger } from 'fastify'
+import { BlobNotFoundError, type BlobStore } from '../blob/index.js'
+import { DropcodeError } from '../errors.js'
+import { cleanFilename, contentTypeFor } from '../http/filename.js'
+import { newBlobKey, newCode } from '../ids.js'
+import type { FileRecord, StateStore, Unavailable } from '../state/index.js'
+
+const HOUR = 3_600_000
+const CODE_ATTEMPTS = 8
+
+export interface StoredBlob {
+  key: string
+  size: number
+  filename: string
+}
+
+export interface Download {
+  file: FileRecord
+  body: Readable
+  /** Call once the response is over (sent or aborted); deletes the object after the last download. */
+  finish (): void
+}
+
+export interface FileServiceOptions {
+  blobs: BlobStore
+  state: StateStore
+  log: FastifyBaseLogger
+  /** Epoch ms. */
+  now: () => number
+  /** Bytes. */
+  maxFileSize: number
+  /** ms an object outlives its record's expiry. */
+  graceMs: number
+  /** ms after which an unfinished upload counts as abandoned. */
+  uploadTimeoutMs: number
+}
+
+/** Fails the stream with DROPCODE_FILE_TOO_LARGE as soon as more than `max` bytes pass. */
+class SizeLimit extends Transform {
+  private seen = 0
+  constructor (private readonly max: number) { super() }
+  override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
+    this.seen += chunk.length
+    if (this.seen > this.max) done(new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The file is larger than the limit of ${this.max} bytes.`))
+    else done(null, chunk)
+  }
+}
+
+export class FileNotFound extends DropcodeError {
+  constructor (readonly reason: Unavailable) { super('DROPCODE_FILE_NOT_FOUND') }
+}
+
+export type FileService = ReturnType<typeof createFileService>
+
+export function createFileService (opts: FileServiceOptions) {
+  const { blobs, state, log, now } = opts
+
+  /** Deletes an object and its index entry; on failure the sweeper retries at its deadline. */
+  async function dropBlob (key: string) {
+    try {
+      await blobs.delete(key)
+      await state.forgetBlob(key)
+    } catch (err) {
+      log.warn({ err, blobKey: key }, 'could not delete object now; the sweeper will retry')
+    }
+  }
+
+  return {
+    /** Streams an upload body into a new object, enforcing MAX_FILE_SIZE. */
+    async receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
+      const key = newBlobKey()
+      try {
+        await state.scheduleBlobCleanup(key, now() + opts.uploadTimeoutMs)
+      } catch (err) {
+        body.resume() // let the parser finish reading the request
+        throw err
+      }
+      const limited = new SizeLimit(opts.maxFileSize)
+      pipeline(body, limited, () => {})
+      try {
+        const { size } = await blobs.put(key, limited, { contentType: 'application/octet-stream' })
+        return { key, size, filename: cleanFilename(rawFilename) }
+      } catch (err) {
+        body.destroy()
+        await dropBlob(key)
+        throw err
+      }
+    },
+
+    discard: (blob: StoredBlob) => dropBlob(blob.key),
+
+    /** Registers a stored object under a fresh code; deletes the object if that fails. */
+    async publish (blob: StoredBlob, settings: { maxDownloads: number, expiryHours: number }): Promise<FileRecord> {
+      const createdAt = now()
+      const expiresAt = createdAt + settings.expiryHours * HOUR
+      try {
+        for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
+          const file: FileRecord = {
+            code: newCode(),
+            blobKey: blob.key,
+            filename: blob.filename,
+            contentType: contentTypeFor(blob.filename),
+            size: blob.size,
+            maxDownloads: settings.maxDownloads,
+            downloads: 0,
+            createdAt,
+            expiresAt
+          }
+          if (await state.createFile(file, expiresAt + opts.graceMs)) return file
+          log.warn({ attempt }, 'download code collision; drawing another')
+        }
+        throw new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: new Error('no free download code after several draws') })
+      } catch (err) {
+        await dropBlob(blob.key)
+        throw err
+      }
+    },
+
+    /** A live file, without claiming a download (HEAD). */
+    async lookup (code: string): Promise<FileRecord> {
+      const found = await state.lookupFile(code, now())
+      if (!found.ok) throw new FileNotFound(found.reason)
+      return found.file
+    },
+
+    /** Claims one download and opens the object. */
+    async startDownload (code: string): Promise<Download> {
+      const claim = await state.claimDownload(code, now())
+      if (!claim.ok) throw new FileNotFound(claim.reason)
+      const { file, last } = claim
+      let body: Readable
+      try {
+        ({ body } = await blobs.get(file.blobKey))
+      } catch (err) {
+        if (err instanceof BlobNotFoundError) {
+          log.error({ blobKey: file.blobKey }, 'file record points at a missing object')
+          throw new FileNotFound('unknown')
+        }
+        await state.refundDownload(code).catch(e => log.error({ err: e }, 'could not refund a download claim'))
+        throw err
+      }
+      let finished = false
+      return {
+        file,
+        body,
+        finish () {
+          if (finished) return
+          finished = true
+          if (last) dropBlob(file.blobKey).catch(() => {})
+        }
+      }
+    },
+
+    /** Deletes a live file: record first (atomically), then its object. */
+    async remove (code: string): Promise<void> {
+      const removed = await state.deleteFile(code, now())
+      if (!removed.ok) throw new FileNotFound(removed.reason)
+      await dropBlob(removed.file.blobKey)
+    }
+  }
+}
