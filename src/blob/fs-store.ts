@@ -44,9 +44,10 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     },
 
     async get (key) {
+      const file = pathOf(key)
       let handle: fsp.FileHandle
       try {
-        handle = await fsp.open(pathOf(key), 'r')
+        handle = await fsp.open(file, 'r')
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(key)
         throw unavailable(err)
@@ -61,8 +62,9 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     },
 
     async delete (key) {
+      const file = pathOf(key)
       try {
-        await fsp.rm(pathOf(key), { force: true })
+        await fsp.rm(file, { force: true })
       } catch (err) {
         throw unavailable(err)
       }

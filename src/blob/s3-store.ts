@@ -73,6 +73,7 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
 
   return {
     async put (key, body, options) {
+      const Key = objectKey(key)
       let bodyError: unknown
       body.once('error', err => { bodyError = err })
       // pipeline, not a 'data' listener: lib-storage pulls from the stream and needs backpressure.
@@ -80,7 +81,7 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
       pipeline(body, counter, () => {})
       const upload = new Upload({
         client,
-        params: { Bucket: bucket, Key: objectKey(key), Body: counter, ContentType: options?.contentType ?? 'application/octet-stream' },
+        params: { Bucket: bucket, Key, Body: counter, ContentType: options?.contentType ?? 'application/octet-stream' },
         partSize: opts.partSize,
         queueSize: opts.queueSize,
         leavePartsOnError: false
@@ -94,8 +95,9 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
     },
 
     async get (key) {
+      const Key = objectKey(key)
       try {
-        const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key: objectKey(key) }))
+        const res = await client.send(new GetObjectCommand({ Bucket: bucket, Key }))
         return { body: res.Body as Readable, size: res.ContentLength ?? 0 }
       } catch (err) {
         if (errorName(err) === 'NoSuchKey' || httpStatus(err) === 404) throw new BlobNotFoundError(key)
@@ -104,8 +106,9 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
     },
 
     async delete (key) {
+      const Key = objectKey(key)
       try {
-        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: objectKey(key) }))
+        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key }))
       } catch (err) {
         if (errorName(err) !== 'NoSuchKey') throw unavailable(err)
       }

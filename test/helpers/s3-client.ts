@@ -1,0 +1,31 @@
+import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3'
+import type { TestS3 } from './s3.js'
+
+export interface SentCommand { name: string, input: Record<string, unknown> }
+
+/**
+ * An S3 client for the test endpoint that records every command it sends, so tests can
+ * assert what the service asks of S3 (part sizes, order) even where the server is lax.
+ */
+export function recordingClient (s3: TestS3, extra: Partial<S3ClientConfig> = {}): { client: S3Client, sent: SentCommand[] } {
+  const client = new S3Client({
+    endpoint: s3.endpoint,
+    region: s3.region,
+    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    forcePathStyle: true,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    ...extra
+  })
+  const sent: SentCommand[] = []
+  client.middlewareStack.add((next, context) => async args => {
+    const input = args.input as Record<string, unknown>
+    const body = input.Body
+    sent.push({
+      name: context.commandName ?? '?',
+      input: { ...input, Body: body === undefined ? undefined : { byteLength: (body as Uint8Array).byteLength } }
+    })
+    return next(args)
+  }, { step: 'initialize', name: 'recordCommands' })
+  return { client, sent }
+}

@@ -1,0 +1,166 @@
+/**
+ * The StateStore contract: every driver runs this suite (local-store.test.ts,
+ * redis-store.test.ts), so routes and services can rely on one set of semantics.
+ */
+import type { Test } from 'tap'
+import { newBlobKey, newCode } from '../../src/ids.js'
+import type { FileRecord, StateStore } from '../../src/state/index.js'
+
+const HOUR = 3_600_000
+
+export function fileRecord (over: Partial<FileRecord> = {}): FileRecord {
+  const now = Date.now()
+  return {
+    code: newCode(),
+    blobKey: newBlobKey(),
+    filename: 'report "final" ü 🚀.txt',
+    contentType: 'text/plain; charset=utf-8',
+    size: 5 * 1024 ** 3 + 7,
+    maxDownloads: 1,
+    downloads: 0,
+    createdAt: now,
+    expiresAt: now + HOUR,
+    ...over
+  }
+}
+
+/** Runs the contract against stores made by `open` (a fresh, empty store per subtest). */
+export function stateStoreContract (t: Test, open: (t: Test) => Promise<StateStore>) {
+  t.test('a created file reads back field for field', async t => {
+    const store = await open(t)
+    const file = fileRecord()
+    t.equal(await store.createFile(file, file.expiresAt), true)
+    t.same(await store.lookupFile(file.code, Date.now()), { ok: true, file })
+    t.same(await store.lookupFile(newCode(), Date.now()), { ok: false, reason: 'unknown' })
+  })
+
+  t.test('a taken code is not overwritten', async t => {
+    const store = await open(t)
+    const first = fileRecord()
+    await store.createFile(first, first.expiresAt)
+    const second = fileRecord({ code: first.code, filename: 'other' })
+    t.equal(await store.createFile(second, second.expiresAt), false)
+    const found = await store.lookupFile(first.code, Date.now())
+    t.equal(found.ok && found.file.filename, first.filename)
+  })
+
+  t.test('claims stop at maxDownloads; the last one says so', async t => {
+    const store = await open(t)
+    const file = fileRecord({ maxDownloads: 3 })
+    await store.createFile(file, file.expiresAt)
+    const claims = []
+    for (let i = 0; i < 4; i++) claims.push(await store.claimDownload(file.code, Date.now()))
+    t.same(claims.map(c => c.ok && c.last), [false, false, true, false])
+    t.same(claims.map(c => c.ok ? c.file.downloads : c.reason), [1, 2, 3, 'exhausted'])
+    t.same(await store.lookupFile(file.code, Date.now()), { ok: false, reason: 'exhausted' })
+    t.equal(await store.createFile(fileRecord({ code: file.code }), file.expiresAt), false, 'an exhausted code is not reused')
+  })
+
+  t.test('exactly N of many concurrent claims succeed', async t => {
+    const store = await open(t)
+    const file = fileRecord({ maxDownloads: 7 })
+    await store.createFile(file, file.expiresAt)
+    const claims = await Promise.all(Array.from({ length: 300 }, () => store.claimDownload(file.code, Date.now())))
+    t.equal(claims.filter(c => c.ok).length, 7)
+    t.equal(claims.filter(c => c.ok && c.last).length, 1)
+  })
+
+  t.test('an expired file cannot be read, claimed or deleted', async t => {
+    const store = await open(t)
+    const file = fileRecord({ maxDownloads: 5 })
+    await store.createFile(file, file.expiresAt)
+    const later = file.expiresAt
+    t.same(await store.lookupFile(file.code, later), { ok: false, reason: 'expired' })
+    t.same(await store.claimDownload(file.code, later), { ok: false, reason: 'expired' })
+    t.same(await store.deleteFile(file.code, later), { ok: false, reason: 'expired' })
+    t.ok((await store.lookupFile(file.code, later - 1)).ok, 'still there a millisecond before')
+  })
+
+  t.test('a record whose time has passed is gone for good', async t => {
+    const store = await open(t)
+    const file = fileRecord({ expiresAt: Date.now() + 150 })
+    await store.createFile(file, file.expiresAt)
+    await new Promise(resolve => setTimeout(resolve, 300))
+    const found = await store.lookupFile(file.code, Date.now())
+    t.notOk(found.ok)
+  })
+
+  t.test('a refund gives a claimed download back, never below zero', async t => {
+    const store = await open(t)
+    const file = fileRecord({ maxDownloads: 1 })
+    await store.createFile(file, file.expiresAt)
+    t.ok((await store.claimDownload(file.code, Date.now())).ok)
+    await store.refundDownload(file.code)
+    t.ok((await store.claimDownload(file.code, Date.now())).ok, 'claimable again')
+    const other = fileRecord()
+    await store.createFile(other, other.expiresAt)
+    await store.refundDownload(other.code)
+    const c = await store.claimDownload(other.code, Date.now())
+    t.ok(c.ok && c.last, 'refund at zero did not add a download')
+    await store.refundDownload(newCode()) // unknown: no error
+  })
+
+  t.test('delete removes the record once and makes its object due now', async t => {
+    const store = await open(t)
+    const file = fileRecord()
+    await store.createFile(file, file.expiresAt)
+    const now = Date.now()
+    t.same(await store.leaseDueBlobs(now, 10, now + 1000), [], 'not due before the delete')
+    t.same(await store.deleteFile(file.code, now), { ok: true, file })
+    t.same(await store.deleteFile(file.code, now), { ok: false, reason: 'unknown' })
+    t.same(await store.lookupFile(file.code, now), { ok: false, reason: 'unknown' })
+    t.same(await store.leaseDueBlobs(now, 10, now + 1000), [file.blobKey])
+  })
+
+  t.test('an exhausted file cannot be deleted (it is already gone)', async t => {
+    const store = await open(t)
+    const file = fileRecord()
+    await store.createFile(file, file.expiresAt)
+    await store.claimDownload(file.code, Date.now())
+    t.same(await store.deleteFile(file.code, Date.now()), { ok: false, reason: 'exhausted' })
+  })
+
+  t.test('cleanup index: due keys are leased once until the lease runs out', async t => {
+    const store = await open(t)
+    const now = Date.now()
+    const [a, b, c] = [newBlobKey(), newBlobKey(), newBlobKey()]
+    await store.scheduleBlobCleanup(a, now - 10)
+    await store.scheduleBlobCleanup(b, now)
+    await store.scheduleBlobCleanup(c, now + 60_000)
+    t.equal(await store.countDueBlobs(now), 2)
+    t.same((await store.leaseDueBlobs(now, 10, now + 5000)).sort(), [a, b].sort())
+    t.same(await store.leaseDueBlobs(now, 10, now + 5000), [], 'leased keys are not handed out again')
+    t.equal(await store.countDueBlobs(now), 0)
+    t.same((await store.leaseDueBlobs(now + 5000, 10, now + 10_000)).sort(), [a, b].sort(), 'an expired lease is taken again')
+    await store.forgetBlob(a)
+    await store.forgetBlob(a)
+    t.same((await store.leaseDueBlobs(now + 60_000, 10, now + 70_000)).sort(), [b, c].sort(), 'a forgotten key is never leased')
+  })
+
+  t.test('concurrent leases never share a key; limit is honoured', async t => {
+    const store = await open(t)
+    const now = Date.now()
+    const keys = Array.from({ length: 50 }, () => newBlobKey())
+    for (const k of keys) await store.scheduleBlobCleanup(k, now - 1)
+    const leases = await Promise.all(Array.from({ length: 10 }, () => store.leaseDueBlobs(now, 7, now + 60_000)))
+    const all = leases.flat()
+    t.ok(leases.every(l => l.length <= 7))
+    t.equal(new Set(all).size, all.length, 'no key leased twice')
+    t.equal(all.length, 50)
+  })
+
+  t.test('createFile moves the object deadline', async t => {
+    const store = await open(t)
+    const file = fileRecord()
+    const now = Date.now()
+    await store.scheduleBlobCleanup(file.blobKey, now - 1) // pending upload, overdue
+    await store.createFile(file, file.expiresAt + 1000)
+    t.same(await store.leaseDueBlobs(now, 10, now + 1), [], 'published object is not due')
+    t.same(await store.leaseDueBlobs(file.expiresAt + 1000, 10, file.expiresAt + 2000), [file.blobKey])
+  })
+
+  t.test('ping answers on a working store', async t => {
+    const store = await open(t)
+    await t.resolves(store.ping())
+  })
+}
