@@ -11,7 +11,7 @@ import multipart from '@fastify/multipart'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import { loggerOptions } from './logging.js'
-import errorHandler from './plugins/error-handler.js'
+import errorHandler, { frameworkError } from './plugins/error-handler.js'
 import services from './plugins/services.js'
 import stores from './plugins/stores.js'
 import chunkedRoutes from './routes/chunked.js'
@@ -38,7 +38,8 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
     // Long uploads and downloads: no whole-request deadline (a 1 GiB transfer on a slow link
     // takes long); idle sockets are still closed by keepAliveTimeout.
     requestTimeout: 0,
-    return503OnClosing: true
+    return503OnClosing: true,
+    frameworkErrors: frameworkError
   })
 
   app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })

@@ -30,11 +30,11 @@ export function toDropcodeError (err: unknown): DropcodeError {
   return new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: err })
 }
 
-export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply) {
+export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply, html = req.routeOptions.config?.htmlErrors === true) {
   const status = err.statusCode
   // A body we stopped reading (size limit, bad field) must not be drained into the next request.
   if (!req.raw.complete) reply.header('connection', 'close')
-  if (req.routeOptions.config?.htmlErrors === true) {
+  if (html) {
     const message = status >= 500 ? `${err.message} (request id ${req.id})` : err.message
     return reply.code(status).type('text/html; charset=utf-8').send(errorPage(status, message))
   }
@@ -44,6 +44,17 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
     ...err.details,
     ...(status >= 500 ? { request_id: req.id } : {})
   })
+}
+
+/**
+ * Errors raised by the router before any route is chosen (an over-long or undecodable path
+ * parameter). A bad code in a download or delete path is just an unknown code: 404.
+ */
+export function frameworkError (raw: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  const path = req.raw.url ?? ''
+  if (path.startsWith('/download/')) return sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
+  if (path.startsWith('/delete/')) return sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, false)
+  return sendError(new DropcodeError('DROPCODE_BAD_REQUEST', undefined, undefined, { cause: raw }), req, reply, false)
 }
 
 export default fp(async function errorHandler (app: FastifyInstance) {

@@ -72,3 +72,32 @@ export async function upload (url: string, entries: Parameters<typeof form>[0], 
   const res = await fetch(`${url}/upload`, { method: 'POST', headers: { 'x-client-key': key }, body: form(entries) })
   return { status: res.status, headers: res.headers, body: await res.json() as Record<string, unknown> }
 }
+
+/**
+ * A raw multipart body, byte for byte as given (fetch's FormData would percent-encode `"` and
+ * newlines in filenames, hiding what a hand-written client may send).
+ */
+export function rawMultipart (parts: Array<{ name: string, filename?: string, disposition?: string, data: string | Uint8Array }>, boundary = 'dropcode-test-boundary') {
+  const chunks: Buffer[] = []
+  for (const p of parts) {
+    const disposition = p.disposition ?? `form-data; name="${p.name}"${p.filename !== undefined ? `; filename="${p.filename}"` : ''}`
+    chunks.push(Buffer.from(`--${boundary}\r\ncontent-disposition: ${disposition}\r\n${p.filename !== undefined ? 'content-type: application/octet-stream\r\n' : ''}\r\n`))
+    chunks.push(Buffer.from(p.data))
+    chunks.push(Buffer.from('\r\n'))
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`))
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` }
+}
+
+/** Polls `check` until it stops throwing or `ms` pass (for effects that follow a response). */
+export async function eventually (check: () => Promise<void>, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (true) {
+    try {
+      return await check()
+    } catch (err) {
+      if (Date.now() > deadline) throw err
+      await new Promise(resolve => setTimeout(resolve, 25))
+    }
+  }
+}

@@ -23,7 +23,7 @@ export async function startRedis (): Promise<TestRedis> {
 
   const start = async () => {
     child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' })
-    const spawnError = once(child, 'error').then(([err]) => { throw err as Error })
+    const spawnError = once(child, 'error').then(([err]) => { throw err instanceof Error ? err : new Error(String(err)) })
     const deadline = Date.now() + 10_000
     while (true) {
       const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })

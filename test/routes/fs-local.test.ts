@@ -1,0 +1,4 @@
+import t from 'tap'
+import { singleFileSuite } from './single-file.js'
+
+singleFileSuite(t, 'fs+local', {})
