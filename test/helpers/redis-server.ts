@@ -22,6 +22,7 @@ export async function startRedis (): Promise<TestRedis> {
   let child: ChildProcess | undefined
 
   const start = async () => {
+    if (child !== undefined && child.exitCode === null) return
     child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' })
     const spawnError = once(child, 'error').then(([err]) => { throw err instanceof Error ? err : new Error(String(err)) })
     const deadline = Date.now() + 10_000

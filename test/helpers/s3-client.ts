@@ -7,7 +7,7 @@ export interface SentCommand { name: string, input: Record<string, unknown> }
  * An S3 client for the test endpoint that records every command it sends, so tests can
  * assert what the service asks of S3 (part sizes, order) even where the server is lax.
  */
-export function recordingClient (s3: TestS3, extra: Partial<S3ClientConfig> = {}): { client: S3Client, sent: SentCommand[] } {
+export function recordingClient (s3: TestS3, extra: Partial<S3ClientConfig> = {}): { client: S3Client, sent: SentCommand[], faults: Set<string> } {
   const client = new S3Client({
     endpoint: s3.endpoint,
     region: s3.region,
@@ -18,7 +18,12 @@ export function recordingClient (s3: TestS3, extra: Partial<S3ClientConfig> = {}
     ...extra
   })
   const sent: SentCommand[] = []
+  /** Command names (e.g. 'GetObjectCommand') that fail with an injected S3 500 until removed. */
+  const faults = new Set<string>()
   client.middlewareStack.add((next, context) => async args => {
+    if (faults.has(context.commandName ?? '')) {
+      throw Object.assign(new Error(`injected fault in ${context.commandName ?? '?'}`), { name: 'InternalError', $metadata: { httpStatusCode: 500 } })
+    }
     const input = args.input as Record<string, unknown>
     const body = input.Body
     sent.push({
@@ -27,5 +32,5 @@ export function recordingClient (s3: TestS3, extra: Partial<S3ClientConfig> = {}
     })
     return next(args)
   }, { step: 'initialize', name: 'recordCommands' })
-  return { client, sent }
+  return { client, sent, faults }
 }

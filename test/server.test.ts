@@ -1,0 +1,71 @@
+/**
+ * The real entry point as a user runs it (`npm start` runs src/server.ts): configuration
+ * errors, the zero-setup embedded default, and a restart that loses nothing.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import t from 'tap'
+import { form } from './helpers/app.js'
+
+const root = path.resolve(import.meta.dirname, '..')
+
+interface Server { child: ChildProcess, url: string, logs: Array<Record<string, unknown>> }
+
+async function startServer (env: Record<string, string>): Promise<Server> {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const logs: Array<Record<string, unknown>> = []
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start in 20 s')), 20_000)
+    createInterface({ input: child.stdout! }).on('line', line => {
+      const entry = JSON.parse(line) as Record<string, unknown>
+      logs.push(entry)
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry.msg))
+      if (m) { clearTimeout(timer); resolve(m[1]!) }
+    })
+    child.once('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code}`)) })
+  })
+  return { child, url, logs }
+}
+
+async function stop (server: Server): Promise<number | null> {
+  const exited = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  const [code] = await exited
+  return code as number | null
+}
+
+t.test('a bad setting stops start-up, naming the variable', async t => {
+  const child = spawn(process.execPath, ['--import=tsx', 'src/server.ts'], { cwd: root, env: { PATH: process.env.PATH, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
+  const [code] = await once(child, 'exit')
+  t.equal(code, 2)
+  t.match(stderr, /invalid PORT="eighty"/)
+})
+
+t.test('zero setup: a generated key is logged once; a restart loses nothing', async t => {
+  const dataDir = t.testdir()
+  const first = await startServer({ DATA_DIR: dataDir })
+  const keyLog = first.logs.find(l => typeof l.apiKey === 'string')
+  t.ok(keyLog, 'the generated key is logged')
+  const key = String(keyLog!.apiKey)
+  const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
+  const { code } = await res.json() as { code: string }
+  t.equal((await fetch(`${first.url}/download/${code}`)).status, 200)
+  t.equal(await stop(first), 0, 'SIGTERM: clean exit')
+
+  const second = await startServer({ DATA_DIR: dataDir, API_KEYS: 'fixed-key' })
+  t.teardown(() => stop(second))
+  const again = await fetch(`${second.url}/download/${code}`)
+  t.equal(again.status, 200)
+  t.equal(await again.text(), 'survives', 'file and its download count survived the restart')
+  t.equal((await fetch(`${second.url}/download/${code}`)).status, 404)
+  t.notOk(second.logs.some(l => typeof l.apiKey === 'string'), 'no key logged when API_KEYS is set')
+  t.notOk(JSON.stringify(second.logs).includes(`/download/${code}`), 'codes are not logged in full')
+})
