@@ -49,7 +49,8 @@ export const EnvSchema = Type.Object({
   MAX_EXPIRY_HOURS: Int(1, 24 * 366, 24 * 30),
   SWEEP_INTERVAL_SECONDS: Int(0, 86_400, 60),
   SWEEP_GRACE_SECONDS: Int(0, 86_400, 600),
-  UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600)
+  UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600),
+  SHUTDOWN_GRACE_SECONDS: Int(0, 3600, 30)
 })
 export type Env = Static<typeof EnvSchema>
 
@@ -102,6 +103,8 @@ export interface Config {
   }
   /** ms after which an unfinished upload's object is considered abandoned and swept. */
   uploadTimeoutMs: number
+  /** ms in-flight requests get to finish after SIGTERM before their connections are cut. */
+  shutdownGraceMs: number
 }
 
 export class ConfigError extends Error {
@@ -199,6 +202,7 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       intervalMs: int('SWEEP_INTERVAL_SECONDS') * 1000,
       graceMs: int('SWEEP_GRACE_SECONDS') * 1000
     },
-    uploadTimeoutMs: int('UPLOAD_TIMEOUT_SECONDS') * 1000
+    uploadTimeoutMs: int('UPLOAD_TIMEOUT_SECONDS') * 1000,
+    shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS') * 1000
   }
 }

@@ -27,7 +27,13 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.once(signal, () => {
     if (closing) return
     closing = true
-    app.log.info({ signal }, 'shutting down: finishing in-flight requests')
+    app.log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: finishing in-flight requests')
+    // Transfers still running after the grace period (a stalled client, say) are cut, so a
+    // shutdown always ends; a cut download has been counted, a cut upload leaves nothing.
+    setTimeout(() => {
+      app.log.warn('grace period over: closing remaining connections')
+      app.server.closeAllConnections()
+    }, config.shutdownGraceMs).unref()
     app.close().then(() => process.exit(0), err => {
       app.log.error({ err }, 'shutdown failed')
       process.exit(1)

@@ -57,7 +57,9 @@ t.test('zero setup: a generated key is logged once; a restart loses nothing', as
   const key = String(keyLog!.apiKey)
   const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
   const { code } = await res.json() as { code: string }
-  t.equal((await fetch(`${first.url}/download/${code}`)).status, 200)
+  const firstDownload = await fetch(`${first.url}/download/${code}`)
+  t.equal(firstDownload.status, 200)
+  t.equal(await firstDownload.text(), 'survives')
   t.equal(await stop(first), 0, 'SIGTERM: clean exit')
 
   const second = await startServer({ DATA_DIR: dataDir, API_KEYS: 'fixed-key' })
@@ -68,4 +70,17 @@ t.test('zero setup: a generated key is logged once; a restart loses nothing', as
   t.equal((await fetch(`${second.url}/download/${code}`)).status, 404)
   t.notOk(second.logs.some(l => typeof l.apiKey === 'string'), 'no key logged when API_KEYS is set')
   t.notOk(JSON.stringify(second.logs).includes(`/download/${code}`), 'codes are not logged in full')
+})
+
+t.test('shutdown is bounded by SHUTDOWN_GRACE_SECONDS even with a stalled download', async t => {
+  const server = await startServer({ DATA_DIR: t.testdir(), API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
+  const big = new Uint8Array(32 * 1024 * 1024)
+  const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': 'k' }, body: form([['file', { data: big }]]) })
+  const { code } = await res.json() as { code: string }
+  const stalled = await fetch(`${server.url}/download/${code}`) // headers read, body never consumed
+  t.equal(stalled.status, 200)
+  const t0 = Date.now()
+  t.equal(await stop(server), 0)
+  const took = Date.now() - t0
+  t.ok(took >= 900 && took < 10_000, `stopped after ${took} ms`)
 })

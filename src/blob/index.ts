@@ -3,6 +3,7 @@
  * and hands back a `close` for it; nothing else branches on the backend.
  */
 import { S3Client } from '@aws-sdk/client-s3'
+import { NodeHttpHandler } from '@smithy/node-http-handler'
 import type { StorageConfig } from '../config.js'
 import type { BlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
@@ -22,7 +23,16 @@ export function createS3Client (config: Extract<StorageConfig, { driver: 's3' }>
     requestChecksumCalculation: checksum,
     responseChecksumValidation: checksum,
     // Fail over quickly; the caller answers 503 and the client retries.
-    maxAttempts: 3
+    maxAttempts: 3,
+    requestHandler: new NodeHttpHandler({
+      connectionTimeout: 5_000, // ms to establish a connection
+      // ms a socket may stay idle mid-request (not a whole-request deadline: a part upload or a
+      // long download keeps it alive by moving bytes). A stuck endpoint fails the request.
+      requestTimeout: 60_000,
+      // Uploads run queueSize parts at once and downloads stream for long; the SDK default of
+      // 50 sockets would queue requests behind a handful of large transfers.
+      httpAgent: { keepAlive: true, maxSockets: 256 }
+    })
   })
 }
 

@@ -24,7 +24,10 @@ export interface StoresOptions {
 }
 
 export default fp(async function stores (app: FastifyInstance, opts: StoresOptions) {
-  const state = await openStateStore(opts.config.state, { now: opts.now })
+  const state = await openStateStore(opts.config.state, {
+    now: opts.now,
+    onConnectionError: err => app.log.warn({ err }, 'state store connection error')
+  })
   app.addHook('onClose', () => state.close())
   const blobs = await openBlobStore(opts.config.storage, opts.s3Client ? { s3Client: opts.s3Client } : {})
   app.addHook('onClose', () => blobs.close())

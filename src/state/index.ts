@@ -29,9 +29,22 @@ export interface OpenedStateStore {
   close (): Promise<void>
 }
 
-export async function openStateStore (config: StateConfig, options: { now?: () => number } = {}): Promise<OpenedStateStore> {
+export interface OpenStateOptions {
+  now?: () => number
+  /** Told about connection errors (the client keeps reconnecting; requests answer 503 meanwhile). */
+  onConnectionError?: (err: Error) => void
+}
+
+export async function openStateStore (config: StateConfig, options: OpenStateOptions = {}): Promise<OpenedStateStore> {
   if (config.driver === 'redis') {
     const client = createRedisClient(config.url)
+    let lastReport = 0
+    client.on('error', (err: Error) => {
+      // One report per 10 s while Redis is down, not one per reconnect attempt.
+      if (Date.now() - lastReport < 10_000) return
+      lastReport = Date.now()
+      options.onConnectionError?.(err)
+    })
     await client.connect()
     const store = createRedisStateStore({ client, prefix: config.prefix })
     return { store, close: async () => { await client.quit().catch(() => client.disconnect()) } }

@@ -28,6 +28,7 @@ export async function startRedis (): Promise<TestRedis> {
     const deadline = Date.now() + 10_000
     while (true) {
       const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+      probe.on('error', () => {}) // refused while the server starts: expected
       try {
         await Promise.race([probe.connect().then(() => probe.ping()), spawnError])
         return
