@@ -50,7 +50,8 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
       fieldNameSize: 100, // bytes in a field name; ours are short
       fieldSize: 4096, // bytes in a text field: enough for a 255-byte UTF-8 filename or an id
       fields: 16, // text fields per request; the interface uses at most 4
-      fileSize: config.limits.maxFileSize + 1, // bytes; one over the limit so SizeLimit sees the overflow and answers 413
+      // bytes; one over the larger limit so SizeLimit sees the overflow and answers 413
+      fileSize: Math.max(config.limits.maxFileSize, config.limits.maxChunkSize) + 1,
       files: 2, // a second file must reach our reader so it can answer 400 (TOO_MANY_FILES)
       parts: 24, // fields + files
       headerPairs: 32 // headers per part

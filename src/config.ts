@@ -47,6 +47,9 @@ export const EnvSchema = Type.Object({
   MAX_FILE_SIZE: Int(1, Number.MAX_SAFE_INTEGER, 5 * GiB),
   MAX_DOWNLOADS: Int(1, 1_000_000, 1000),
   MAX_EXPIRY_HOURS: Int(1, 24 * 366, 24 * 30),
+  MAX_TOTAL_CHUNKS: Int(1, 10_000, 10_000),
+  MAX_CHUNK_SIZE: Int(1, 5 * GiB, 100 * MiB),
+  SESSION_TTL_SECONDS: Int(1, 30 * 86_400, 86_400),
   SWEEP_INTERVAL_SECONDS: Int(0, 86_400, 60),
   SWEEP_GRACE_SECONDS: Int(0, 86_400, 600),
   UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600),
@@ -94,7 +97,13 @@ export interface Config {
     maxDownloads: number
     /** Upper bound accepted for expiry_hours. */
     maxExpiryHours: number
+    /** Upper bound accepted for total_chunks (S3 allows 10,000 parts). */
+    maxTotalChunks: number
+    /** Bytes. */
+    maxChunkSize: number
   }
+  /** ms a chunked session lives without activity. */
+  sessionTtlMs: number
   sweeper: {
     /** ms between sweeps; 0 disables the timer (sweeps can still be run by hand). */
     intervalMs: number
@@ -196,8 +205,11 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     limits: {
       maxFileSize: int('MAX_FILE_SIZE'),
       maxDownloads: int('MAX_DOWNLOADS'),
-      maxExpiryHours: int('MAX_EXPIRY_HOURS')
+      maxExpiryHours: int('MAX_EXPIRY_HOURS'),
+      maxTotalChunks: int('MAX_TOTAL_CHUNKS'),
+      maxChunkSize: int('MAX_CHUNK_SIZE')
     },
+    sessionTtlMs: int('SESSION_TTL_SECONDS') * 1000,
     sweeper: {
       intervalMs: int('SWEEP_INTERVAL_SECONDS') * 1000,
       graceMs: int('SWEEP_GRACE_SECONDS') * 1000

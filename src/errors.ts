@@ -16,12 +16,16 @@ export const ERROR_CATALOGUE = {
   DROPCODE_INVALID_FIELD: { status: 400, message: 'A field has an invalid value.' },
   DROPCODE_DUPLICATE_FIELD: { status: 400, message: 'A field was sent more than once.' },
   DROPCODE_FILE_TOO_LARGE: { status: 413, message: 'The file is larger than this service accepts.' },
+  DROPCODE_CHUNK_TOO_LARGE: { status: 413, message: 'The chunk is larger than this service accepts.' },
+  DROPCODE_CHUNK_TOO_SMALL: { status: 400, message: 'Every chunk but the last must be at least 5 MiB in this session, since its earlier chunks were.' },
+  DROPCODE_CHUNKS_MISSING: { status: 400, message: 'Chunks are still missing; send them and complete again.' },
+  DROPCODE_SESSION_BUSY: { status: 409, message: 'The session is busy (this chunk is being uploaded, or the session is completing); retry shortly.' },
+  DROPCODE_SESSION_NOT_FOUND: { status: 404, message: 'No such upload session: it may have expired or been completed.' },
   DROPCODE_FILE_NOT_FOUND: { status: 404, message: 'No file with this code: it may have expired, reached its download limit, or been deleted.' },
   DROPCODE_ROUTE_NOT_FOUND: { status: 404, message: 'No such endpoint.' },
   DROPCODE_STATE_FULL: { status: 503, message: 'The service holds as many files as it is configured to; try again later.' },
   DROPCODE_STATE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its state store; try again shortly.' },
   DROPCODE_STORAGE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its file storage; try again shortly.' },
-  DROPCODE_NOT_IMPLEMENTED: { status: 501, message: 'This endpoint is not available yet.' },
   DROPCODE_INTERNAL: { status: 500, message: 'Internal server error.' }
 } as const satisfies Record<string, { status: number, message: string }>
 

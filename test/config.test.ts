@@ -11,7 +11,8 @@ t.test('no settings: the embedded default (fs + local) under ./data, with a gene
   t.equal(c.apiKeys.length, 1)
   t.ok(c.apiKeys[0]!.length >= 32)
   t.not(loadConfig({}).apiKeys[0], c.apiKeys[0], 'a fresh key per start')
-  t.same(c.limits, { maxFileSize: 5 * 1024 ** 3, maxDownloads: 1000, maxExpiryHours: 720 })
+  t.same(c.limits, { maxFileSize: 5 * 1024 ** 3, maxDownloads: 1000, maxExpiryHours: 720, maxTotalChunks: 10_000, maxChunkSize: 100 * 1024 ** 2 })
+  t.equal(c.sessionTtlMs, 86_400_000)
 })
 
 t.test('S3_BUCKET selects s3, REDIS_URL selects redis; explicit drivers win', async t => {
@@ -48,7 +49,9 @@ t.test('a bad value stops start-up with a message naming the variable', async t 
     [{ S3_PART_SIZE: '1048576' }, /^invalid S3_PART_SIZE/],
     [{ REDIS_URL: 'http://x' }, /^invalid REDIS_URL/],
     [{ API_KEYS: 'has space' }, /^invalid API_KEYS/],
-    [{ S3_FORCE_PATH_STYLE: 'yes' }, /^invalid S3_FORCE_PATH_STYLE/]
+    [{ S3_FORCE_PATH_STYLE: 'yes' }, /^invalid S3_FORCE_PATH_STYLE/],
+    [{ MAX_TOTAL_CHUNKS: '10001' }, /^invalid MAX_TOTAL_CHUNKS/],
+    [{ SESSION_TTL_SECONDS: '0' }, /^invalid SESSION_TTL_SECONDS/]
   ]
   for (const [env, message] of bad) {
     t.throws(() => loadConfig(env), message, JSON.stringify(env))

@@ -5,6 +5,7 @@
 import t, { type Test } from 'tap'
 import { loadConfig } from '../src/config.js'
 import { startApp, testEnv, upload } from './helpers/app.js'
+import { post, sendChunk, startSession } from './helpers/chunks.js'
 import { startRedis } from './helpers/redis-server.js'
 import { startS3 } from './helpers/s3.js'
 import { listStored } from './helpers/storage.js'
@@ -56,4 +57,21 @@ t.test('expiry is honoured everywhere; sweepers on both instances share the work
   t.equal(ra.deleted + rb.deleted, 12, `instances deleted ${ra.deleted} + ${rb.deleted}`)
   t.equal(ra.failed + rb.failed, 0)
   t.same(await listStored(a.config), [])
+})
+
+t.test('a chunked session whose chunks alternate between instances', async t => {
+  const [a, b] = await twoInstances(t)
+  for (const [name, chunkSize, count] of [['1 MiB chunks', 1024 * 1024, 5], ['6 MiB chunks', 6 * 1024 * 1024, 3]] as const) {
+    const data = bytes(chunkSize * count - 1000)
+    const id = await startSession(a.url, [['filename', 'x.bin'], ['total_chunks', String(count)]])
+    const sent = await Promise.all(Array.from({ length: count }, (_, i) =>
+      sendChunk(i % 2 === 0 ? b.url : a.url, id, i, data.subarray(i * chunkSize, (i + 1) * chunkSize))))
+    t.ok(sent.every(r => r.status === 200), `${name}: chunks accepted`)
+    const verify = await post(b.url, '/upload/verify', [['upload_id', id]])
+    t.same(verify.body.missing_chunks, [], `${name}: both instances see every chunk`)
+    const done = await post(b.url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200)
+    const res = await fetch(`${a.url}/download/${done.body.code as string}`)
+    t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), `${name}: exact bytes`)
+  }
 })

@@ -23,14 +23,42 @@ export interface BlobStore {
   /** Removes an object; succeeds when it is already gone. */
   delete (key: string): Promise<void>
 
-  /** Removes an object and any unfinished upload of it (the sweeper's cleanup). */
+  /** Removes an object and everything an unfinished (single or chunked) upload of it left. */
   purge (key: string): Promise<void>
+
+  /** Opens a chunked upload into `key`; the returned handle is kept in the session. */
+  beginChunked (key: string): Promise<string>
+
+  /** Stores one chunk of a chunked upload (any order, possibly concurrently, retries allowed). */
+  putChunk (key: string, handle: string, chunk: ChunkInput): Promise<ChunkReceipt>
+
+  /** Frees a chunk that a retry replaced. */
+  discardChunk (key: string, handle: string, receipt: ChunkReceipt): Promise<void>
+
+  /** Assembles the chunks (receipts in index order) into the object `key`; frees chunk storage. */
+  completeChunked (key: string, handle: string, receipts: ChunkReceipt[]): Promise<{ size: number }>
 
   /** Prepares the backend (directories; the bucket when allowed to create it). */
   init (): Promise<void>
 
   /** Throws when the backend cannot be used (readiness). */
   ping (): Promise<void>
+}
+
+/** What a driver keeps about a stored chunk (JSON, saved in the session). */
+export type ChunkReceipt = { size: number } & Record<string, unknown>
+
+export interface ChunkInput {
+  /** 0-based chunk index. */
+  index: number
+  /** Chunks in the session. */
+  total: number
+  body: Readable
+  /**
+   * The session's storage layout, settled atomically across instances: sets it to `wanted`
+   * unless already set and returns the layout in force (`undefined` only reads).
+   */
+  settleLayout (wanted: string | undefined): Promise<string | undefined>
 }
 
 export class BlobNotFoundError extends Error {

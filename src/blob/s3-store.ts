@@ -11,6 +11,8 @@
  * (leavePartsOnError: false); if even the abort fails, the key is still in the cleanup index and
  * the sweeper's `purge` aborts every unfinished upload under it.
  *
+ * Chunked uploads map onto S3 multipart uploads as described in s3-chunks.ts.
+ *
  * Checksums: with S3_CHECKSUM_MODE=when_required (default) the SDK sends plain bodies and
  * checksums only where S3 demands them. The SDK's default ("when_supported") sends streamed
  * bodies as aws-chunked with a CRC trailer, which many S3-compatible servers reject (Ceph RGW:
@@ -23,13 +25,14 @@
 import { pipeline, type Readable } from 'node:stream'
 import {
   AbortMultipartUploadCommand, CreateBucketCommand, DeleteObjectCommand, GetObjectCommand,
-  HeadBucketCommand, ListMultipartUploadsCommand, type S3Client
+  HeadBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command, type S3Client
 } from '@aws-sdk/client-s3'
 import { Upload } from '@aws-sdk/lib-storage'
 import { DropcodeError } from '../errors.js'
 import { isBlobKey } from '../ids.js'
 import { BlobNotFoundError, type BlobStore } from './blob-store.js'
 import { ByteCounter } from './byte-counter.js'
+import { createS3Chunks } from './s3-chunks.js'
 
 export interface S3BlobStoreOptions {
   client: S3Client
@@ -71,28 +74,56 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
     } while (KeyMarker !== undefined)
   }
 
+  /** Streams a body of unknown length into `Key`; rejects with the body's own error if it failed. */
+  async function uploadStream (Key: string, body: Readable): Promise<number> {
+    let bodyError: unknown
+    body.once('error', err => { bodyError = err })
+    // pipeline, not a 'data' listener: lib-storage pulls from the stream and needs backpressure.
+    const counter = new ByteCounter()
+    pipeline(body, counter, () => {})
+    const upload = new Upload({
+      client,
+      params: { Bucket: bucket, Key, Body: counter, ContentType: 'application/octet-stream' },
+      partSize: opts.partSize,
+      queueSize: opts.queueSize,
+      leavePartsOnError: false
+    })
+    try {
+      await upload.done()
+    } catch (err) {
+      throw bodyError ?? unavailable(err)
+    }
+    return counter.bytes
+  }
+
+  async function deleteChunkObjects (Key: string) {
+    let ContinuationToken: string | undefined
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: `${Key}.chunk-`, ContinuationToken }))
+      // One DeleteObject each: DeleteObjects needs Content-MD5, which some S3-compatible servers
+      // demand and the SDK's when_required checksum mode no longer sends.
+      for (const o of page.Contents ?? []) await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: o.Key! }))
+      ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
+    } while (ContinuationToken !== undefined)
+  }
+
+  const chunks = createS3Chunks({
+    client,
+    bucket,
+    partSize: opts.partSize,
+    uploadStream: async (Key, body) => { await uploadStream(Key, body) },
+    storageError: unavailable
+  })
+
   return {
-    async put (key, body, options) {
-      const Key = objectKey(key)
-      let bodyError: unknown
-      body.once('error', err => { bodyError = err })
-      // pipeline, not a 'data' listener: lib-storage pulls from the stream and needs backpressure.
-      const counter = new ByteCounter()
-      pipeline(body, counter, () => {})
-      const upload = new Upload({
-        client,
-        params: { Bucket: bucket, Key, Body: counter, ContentType: options?.contentType ?? 'application/octet-stream' },
-        partSize: opts.partSize,
-        queueSize: opts.queueSize,
-        leavePartsOnError: false
-      })
-      try {
-        await upload.done()
-      } catch (err) {
-        throw bodyError ?? unavailable(err)
-      }
-      return { size: counter.bytes }
+    async put (key, body) {
+      return { size: await uploadStream(objectKey(key), body) }
     },
+
+    beginChunked: key => chunks.begin(objectKey(key)),
+    putChunk: (key, handle, chunk) => chunks.put(objectKey(key), handle, chunk),
+    discardChunk: (_key, _handle, receipt) => chunks.discard(receipt),
+    completeChunked: (key, handle, receipts) => chunks.complete(objectKey(key), handle, receipts),
 
     async get (key) {
       const Key = objectKey(key)
@@ -116,6 +147,11 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
 
     async purge (key) {
       await this.delete(key)
+      try {
+        await deleteChunkObjects(objectKey(key))
+      } catch (err) {
+        throw unavailable(err)
+      }
       try {
         await abortUnfinished(objectKey(key))
       } catch (err) {

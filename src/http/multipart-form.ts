@@ -11,9 +11,12 @@ import type { Readable } from 'node:stream'
 import type { FastifyRequest } from 'fastify'
 import { DropcodeError, isDropcodeError } from '../errors.js'
 
-export interface StoredFileHandler<T> {
-  /** Consumes the whole stream (or fails); called at most once per request. */
-  store (stream: Readable, filename: string | undefined): Promise<T>
+export interface StoredFileHandler<T, F extends string = string> {
+  /**
+   * Consumes the whole stream (or fails); called at most once per request, with the fields
+   * that came before the file.
+   */
+  store (stream: Readable, filename: string | undefined, fieldsBefore: Partial<Record<F, string>>): Promise<T>
   /** Undoes `store` when the request fails afterwards. */
   discard (stored: T): Promise<void>
 }
@@ -36,14 +39,14 @@ function parserError (err: unknown): DropcodeError {
 }
 
 /**
- * @param fileField name of the single file part expected (e.g. `file`)
+ * @param fileField name of the single file part expected (e.g. `file`); '' when none is
  * @param fieldNames text fields to collect; others are ignored, duplicates are a 400
  */
 export async function readForm<F extends string, T> (
   req: FastifyRequest,
   fileField: string,
   fieldNames: readonly F[],
-  handler: StoredFileHandler<T>
+  handler: StoredFileHandler<T, F>
 ): Promise<FormResult<F, T>> {
   const fields: Partial<Record<F, string>> = Object.create(null)
   const wanted = new Set<string>(fieldNames)
@@ -61,12 +64,13 @@ export async function readForm<F extends string, T> (
       if (next.done === true) break
       const part = next.value
       if (part.type === 'file') {
+        if (fileField === '') throw new DropcodeError('DROPCODE_INVALID_FIELD', 'This endpoint takes no file part.')
         if (part.fieldname !== fileField) {
           throw new DropcodeError('DROPCODE_INVALID_FIELD', `Unexpected file field "${part.fieldname.slice(0, 64)}": send the file as "${fileField}".`)
         }
         if (fileSeen) throw new DropcodeError('DROPCODE_TOO_MANY_FILES')
         fileSeen = true
-        file = await handler.store(part.file, part.filename)
+        file = await handler.store(part.file, part.filename, fields)
         continue
       }
       if (!wanted.has(part.fieldname)) continue

@@ -1,20 +1,22 @@
-/** Domain services built on the stores: the file service and the background sweeper. */
+/** Domain services built on the stores: files, chunked sessions, and the background sweeper. */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { createFileService, type FileService } from '../services/files.js'
+import { createSessionService, type SessionService } from '../services/sessions.js'
 import { createSweeper, type Sweeper } from '../services/sweeper.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     files: FileService
+    sessions: SessionService
     sweeper: Sweeper
   }
 }
 
 export default fp(async function services (app: FastifyInstance, opts: { config: Config, now: () => number }) {
   const { config, now } = opts
-  app.decorate('files', createFileService({
+  const files = createFileService({
     blobs: app.blobs,
     state: app.state,
     log: app.log,
@@ -22,6 +24,18 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     maxFileSize: config.limits.maxFileSize,
     graceMs: config.sweeper.graceMs,
     uploadTimeoutMs: config.uploadTimeoutMs
+  })
+  app.decorate('files', files)
+  app.decorate('sessions', createSessionService({
+    blobs: app.blobs,
+    state: app.state,
+    files,
+    log: app.log,
+    now,
+    maxChunkSize: config.limits.maxChunkSize,
+    maxFileSize: config.limits.maxFileSize,
+    sessionTtlMs: config.sessionTtlMs,
+    graceMs: config.sweeper.graceMs
   }))
   const sweeper = createSweeper({ blobs: app.blobs, state: app.state, log: app.log.child({ component: 'sweeper' }), now, intervalMs: config.sweeper.intervalMs })
   app.decorate('sweeper', sweeper)

@@ -1,17 +1,109 @@
 /**
- * The chunked-upload endpoints of the interface. Reserved: they authenticate (401 without a
- * valid key) and answer 501 until chunked sessions are implemented.
+ * The chunked-upload endpoints: /upload/start, /upload/chunk, /upload/verify,
+ * /upload/complete. All take multipart/form-data and an API key. Orchestration lives in
+ * services/sessions.ts; these handlers parse fields and map results.
  */
 import type { FastifyInstance } from 'fastify'
+import { Type } from 'typebox'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../errors.js'
-import { apiKeyGuard } from '../plugins/auth.js'
+import { readForm } from '../http/multipart-form.js'
+import { apiKeyGuard, requireMultipart } from '../plugins/auth.js'
+import { checkUploadId } from '../services/sessions.js'
+import { positiveInt } from './fields.js'
+import { ErrorBody, UploadResponse } from './schemas.js'
+
+const StartResponse = Type.Object({ upload_id: Type.String() })
+const ChunkResponse = Type.Object({
+  success: Type.Boolean(),
+  received_chunks: Type.Integer(),
+  total_chunks: Type.Integer(),
+  chunk_index: Type.Integer()
+})
+const VerifyResponse = Type.Object({
+  upload_id: Type.String(),
+  filename: Type.String(),
+  total_chunks: Type.Integer(),
+  received_chunks: Type.Integer(),
+  missing_chunks: Type.Array(Type.Integer()),
+  max_downloads: Type.Integer(),
+  expiry_hours: Type.Integer()
+})
+const errors = { '4xx': ErrorBody, '5xx': ErrorBody }
+
+/** A form with text fields only (a file part is refused). */
+const fieldsOnly = <F extends string>(req: Parameters<typeof readForm>[0], names: readonly F[]) =>
+  readForm(req, '', names, { store: async () => undefined, discard: async () => {} })
+
+const required = (name: string, value: string | undefined): string => {
+  if (value === undefined) throw new DropcodeError('DROPCODE_MISSING_FIELD', `Field "${name}" is required.`)
+  return value
+}
+
+/** A non-negative decimal integer (no sign, no leading zeros). */
+const chunkIndex = (raw: string | undefined): number => {
+  const value = required('chunk_index', raw)
+  if (!/^(0|[1-9][0-9]{0,4})$/.test(value)) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Field "chunk_index" must be a non-negative integer.')
+  return Number(value)
+}
 
 export default async function chunkedRoutes (app: FastifyInstance, { config }: { config: Config }) {
-  const onRequest = apiKeyGuard(config.apiKeys)
-  for (const path of ['/upload/start', '/upload/chunk', '/upload/verify', '/upload/complete']) {
-    app.post(path, { onRequest }, async () => {
-      throw new DropcodeError('DROPCODE_NOT_IMPLEMENTED', 'Chunked uploads are not available yet.')
+  const { limits } = config
+  const onRequest = [apiKeyGuard(config.apiKeys), requireMultipart]
+
+  app.post('/upload/start', { onRequest, schema: { response: { 200: StartResponse, ...errors } } }, async (req) => {
+    const { fields } = await fieldsOnly(req, ['filename', 'total_chunks', 'max_downloads', 'expiry_hours'] as const)
+    const filename = required('filename', fields.filename)
+    if (filename.trim() === '') throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Field "filename" must not be empty.')
+    const settings = {
+      filename,
+      totalChunks: positiveInt('total_chunks', required('total_chunks', fields.total_chunks), limits.maxTotalChunks, 1),
+      maxDownloads: positiveInt('max_downloads', fields.max_downloads, limits.maxDownloads, 1),
+      expiryHours: positiveInt('expiry_hours', fields.expiry_hours, limits.maxExpiryHours, 24)
+    }
+    return { upload_id: await app.sessions.start(settings) }
+  })
+
+  app.post('/upload/chunk', { onRequest, schema: { response: { 200: ChunkResponse, ...errors } } }, async (req) => {
+    let index = -1
+    const form = await readForm(req, 'chunk', ['upload_id', 'chunk_index'] as const, {
+      store: async (stream, _filename, before) => {
+        // The chunk is streamed to its place as it arrives, so its session must be known first.
+        if (before.upload_id === undefined || before.chunk_index === undefined) {
+          throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
+        }
+        index = chunkIndex(before.chunk_index)
+        return await app.sessions.receiveChunk(checkUploadId(before.upload_id), index, stream)
+      },
+      discard: async () => {} // a stored chunk stays valid whatever follows it
     })
-  }
+    if (form.file === undefined) {
+      checkUploadId(form.fields.upload_id)
+      chunkIndex(form.fields.chunk_index)
+      throw new DropcodeError('DROPCODE_MISSING_FILE', 'Missing chunk: send it as the multipart file field "chunk".')
+    }
+    return { success: true, received_chunks: form.file.received, total_chunks: form.file.total, chunk_index: index }
+  })
+
+  app.post('/upload/verify', { onRequest, schema: { response: { 200: VerifyResponse, ...errors } } }, async (req) => {
+    const { fields } = await fieldsOnly(req, ['upload_id'] as const)
+    const { session, received } = await app.sessions.status(checkUploadId(fields.upload_id))
+    const have = new Set(received)
+    const missing: number[] = []
+    for (let i = 0; i < session.totalChunks; i++) if (!have.has(i)) missing.push(i)
+    return {
+      upload_id: session.id,
+      filename: session.filename,
+      total_chunks: session.totalChunks,
+      received_chunks: received.length,
+      missing_chunks: missing,
+      max_downloads: session.maxDownloads,
+      expiry_hours: session.expiryHours
+    }
+  })
+
+  app.post('/upload/complete', { onRequest, schema: { response: { 200: UploadResponse, ...errors } } }, async (req) => {
+    const { fields } = await fieldsOnly(req, ['upload_id'] as const)
+    return { code: await app.sessions.complete(checkUploadId(fields.upload_id)) }
+  })
 }

@@ -49,13 +49,13 @@ export interface FileServiceOptions {
   uploadTimeoutMs: number
 }
 
-/** Fails the stream with DROPCODE_FILE_TOO_LARGE as soon as more than `max` bytes pass. */
-class SizeLimit extends Transform {
+/** Fails the stream (413) as soon as more than `max` bytes pass. */
+export class SizeLimit extends Transform {
   private seen = 0
-  constructor (private readonly max: number) { super() }
+  constructor (private readonly max: number, private readonly code: 'DROPCODE_FILE_TOO_LARGE' | 'DROPCODE_CHUNK_TOO_LARGE' = 'DROPCODE_FILE_TOO_LARGE') { super() }
   override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
     this.seen += chunk.length
-    if (this.seen > this.max) done(new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The file is larger than the limit of ${this.max} bytes.`))
+    if (this.seen > this.max) done(new DropcodeError(this.code, `${this.code === 'DROPCODE_FILE_TOO_LARGE' ? 'The file' : 'The chunk'} is larger than the limit of ${this.max} bytes.`))
     else done(null, chunk)
   }
 }

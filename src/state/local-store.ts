@@ -20,7 +20,19 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { DropcodeError } from '../errors.js'
-import type { Claim, FileRecord, Lookup, StateStore } from './state-store.js'
+import type { Claim, FileRecord, Lookup, StateStore, UploadSession } from './state-store.js'
+
+interface LiveSession {
+  session: UploadSession
+  /** Idle expiry, epoch ms. */
+  until: number
+  chunks: Map<number, string>
+  /** Sum of the receipts' sizes. */
+  bytes: number
+  /** In memory only: no request survives a restart, so neither do its locks. */
+  locks: Map<number, number>
+  completingUntil: number
+}
 
 type Op =
   | { t: 'f', f: FileRecord } // put file
@@ -28,6 +40,11 @@ type Op =
   | { t: 'x', c: string } // delete file
   | { t: 'b', k: string, at: number } // blob cleanup deadline := at
   | { t: 'u', k: string } // forget blob
+  | { t: 's', s: UploadSession, until: number } // put session (idle expiry `until`)
+  | { t: 'sc', i: string, n: number, r: string, until: number } // chunk receipt
+  | { t: 'scx', i: string, n: number } // forget chunk receipt
+  | { t: 'sx', i: string } // delete session
+  | { t: 'dn', i: string, c: string, until: number } // completed session → code
 
 export interface LocalStateStoreOptions {
   /** Directory for the journal and lock; created if missing. */
@@ -39,6 +56,8 @@ export interface LocalStateStoreOptions {
   /** ms between purges of expired records; default 60 000. */
   purgeIntervalMs?: number
 }
+
+const receiptSize = (receipt: string | undefined) => receipt === undefined ? 0 : (JSON.parse(receipt) as { size: number }).size
 
 function takeLock (lockPath: string) {
   try {
@@ -64,6 +83,8 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
 
   const files = new Map<string, FileRecord>()
   const blobs = new Map<string, number>()
+  const sessions = new Map<string, LiveSession>()
+  const done = new Map<string, { code: string, until: number }>()
   const apply = (op: Op) => {
     switch (op.t) {
       case 'f': files.set(op.f.code, op.f); break
@@ -71,6 +92,28 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
       case 'x': files.delete(op.c); break
       case 'b': blobs.set(op.k, op.at); break
       case 'u': blobs.delete(op.k); break
+      case 's': {
+        const live = sessions.get(op.s.id)
+        if (live) { live.session = op.s; live.until = op.until } else sessions.set(op.s.id, { session: op.s, until: op.until, chunks: new Map(), bytes: 0, locks: new Map(), completingUntil: 0 })
+        break
+      }
+      case 'sc': {
+        const live = sessions.get(op.i)
+        if (live === undefined) break
+        live.bytes += receiptSize(op.r) - receiptSize(live.chunks.get(op.n))
+        live.chunks.set(op.n, op.r)
+        live.until = op.until
+        break
+      }
+      case 'scx': {
+        const live = sessions.get(op.i)
+        if (live === undefined) break
+        live.bytes -= receiptSize(live.chunks.get(op.n))
+        live.chunks.delete(op.n)
+        break
+      }
+      case 'sx': sessions.delete(op.i); break
+      case 'dn': done.set(op.i, { code: op.c, until: op.until }); break
     }
   }
 
@@ -91,6 +134,11 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
     const lines: string[] = []
     for (const f of files.values()) lines.push(JSON.stringify({ t: 'f', f }))
     for (const [k, at] of blobs) lines.push(JSON.stringify({ t: 'b', k, at }))
+    for (const { session, until, chunks } of sessions.values()) {
+      lines.push(JSON.stringify({ t: 's', s: session, until }))
+      for (const [n, r] of chunks) lines.push(JSON.stringify({ t: 'sc', i: session.id, n, r, until }))
+    }
+    for (const [i, { code, until }] of done) lines.push(JSON.stringify({ t: 'dn', i, c: code, until }))
     const tfd = fs.openSync(tmp, 'w')
     fs.writeSync(tfd, lines.length > 0 ? lines.join('\n') + '\n' : '')
     fs.fsyncSync(tfd)
@@ -104,7 +152,7 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
     fs.writeSync(fd, JSON.stringify(op) + '\n')
     apply(op)
     opsInJournal++
-    if (opsInJournal > 10_000 && opsInJournal > 4 * (files.size + blobs.size)) compact()
+    if (opsInJournal > 10_000 && opsInJournal > 4 * (files.size + blobs.size + sessions.size)) compact()
   }
   compact() // start from a snapshot: drops torn lines and replayed history
 
@@ -117,6 +165,12 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
   }
   const purgeExpired = (at: number) => {
     for (const f of files.values()) if (at >= f.expiresAt) write({ t: 'x', c: f.code })
+    for (const [id, live] of sessions) if (at >= live.until) write({ t: 'sx', i: id })
+    for (const [id, d] of done) if (at >= d.until) done.delete(id) // dropped from the journal at the next compaction
+  }
+  const liveSession = (id: string, at: number) => {
+    const live = sessions.get(id)
+    return live !== undefined && at < live.until ? live : undefined
   }
   const timer = setInterval(() => purgeExpired(now()), opts.purgeIntervalMs ?? 60_000)
   timer.unref()
@@ -173,6 +227,73 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
       let n = 0
       for (const deadline of blobs.values()) if (deadline <= at) n++
       return n
+    },
+    async createSession (session, timing) {
+      write({ t: 's', s: { ...session }, until: timing.now + timing.ttlMs })
+      write({ t: 'b', k: session.blobKey, at: timing.blobDeadline })
+    },
+    async getSession (id) {
+      const live = liveSession(id, now())
+      if (live === undefined) return null
+      return { session: { ...live.session }, received: [...live.chunks.keys()].sort((a, b) => a - b) }
+    },
+    async beginChunk (id, index, lockUntil, timing) {
+      const live = liveSession(id, timing.now)
+      if (live === undefined) return { ok: false, reason: 'unknown' }
+      if (live.completingUntil > timing.now) return { ok: false, reason: 'busy' }
+      if ((live.locks.get(index) ?? 0) > timing.now) return { ok: false, reason: 'locked' }
+      live.locks.set(index, lockUntil)
+      write({ t: 's', s: live.session, until: timing.now + timing.ttlMs })
+      write({ t: 'b', k: live.session.blobKey, at: timing.blobDeadline })
+      return { ok: true, session: { ...live.session } }
+    },
+    async extendChunkLock (id, index, lockUntil) {
+      const live = sessions.get(id)
+      if (live?.locks.has(index) === true) live.locks.set(index, lockUntil)
+    },
+    async abortChunk (id, index) {
+      const live = sessions.get(id)
+      if (live === undefined) return null
+      live.locks.delete(index)
+      const previous = live.chunks.get(index) ?? null
+      if (previous !== null) write({ t: 'scx', i: id, n: index })
+      return previous
+    },
+    async commitChunk (id, index, receipt, timing) {
+      const live = liveSession(id, timing.now)
+      if (live === undefined) return null
+      const previous = live.chunks.get(index) ?? null
+      live.locks.delete(index)
+      write({ t: 'sc', i: id, n: index, r: receipt, until: timing.now + timing.ttlMs })
+      write({ t: 'b', k: live.session.blobKey, at: timing.blobDeadline })
+      return { received: live.chunks.size, previous, bytes: live.bytes }
+    },
+    async settleLayout (id, wanted) {
+      const live = liveSession(id, now())
+      if (live === undefined) return undefined
+      if (wanted !== undefined && live.session.layout === undefined) {
+        write({ t: 's', s: { ...live.session, layout: wanted }, until: live.until })
+      }
+      return live.session.layout
+    },
+    async beginCompletion (id, at, leaseUntil) {
+      const live = liveSession(id, at)
+      if (live === undefined) {
+        const d = done.get(id)
+        return d !== undefined && at < d.until ? { status: 'done', code: d.code } : { status: 'unknown' }
+      }
+      if (live.completingUntil > at) return { status: 'busy' }
+      for (const until of live.locks.values()) if (until > at) return { status: 'busy' }
+      live.completingUntil = leaseUntil
+      return { status: 'open', session: { ...live.session }, receipts: new Map(live.chunks) }
+    },
+    async releaseCompletion (id) {
+      const live = sessions.get(id)
+      if (live) live.completingUntil = 0
+    },
+    async finishSession (id, code, doneTtlMs) {
+      write({ t: 'sx', i: id })
+      write({ t: 'dn', i: id, c: code, until: now() + doneTtlMs })
     },
     async ping () {
       if (closed) throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE')

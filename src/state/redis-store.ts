@@ -5,6 +5,12 @@
  *   {prefix}file:{code}   hash  code, blobKey, filename, contentType, size, maxDownloads,
  *                               downloads, createdAt, expiresAt; PEXPIREAT expiresAt
  *   {prefix}blobs         zset  member = object key, score = cleanup deadline (epoch ms)
+ *   {prefix}session:{id}         hash  session fields + state (open|completing) + leaseUntil
+ *   {prefix}session:{id}:chunks  hash  chunk index → receipt (BlobStore JSON)
+ *   {prefix}session:{id}:locks   hash  chunk index → lock expiry (epoch ms) while uploading
+ *   {prefix}done:{id}            string  code of a completed session (answers repeated completes)
+ *   Session keys share one idle TTL (PEXPIRE), refreshed by every chunk; the session's object
+ *   key is re-scored in `blobs` at the same time, so an abandoned session is swept.
  *
  * Atomicity: every read-check-modify is one Lua script, so it is atomic across instances:
  * create (EXISTS + HSET + PEXPIREAT + ZADD), claim (expiry and limit check + HINCRBY), delete
@@ -21,7 +27,7 @@
  */
 import type { Redis, Result } from 'ioredis'
 import { DropcodeError } from '../errors.js'
-import type { Claim, FileRecord, Lookup, StateStore, Unavailable } from './state-store.js'
+import type { Claim, FileRecord, Lookup, StateStore, Unavailable, UploadSession } from './state-store.js'
 
 const CREATE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -56,6 +62,80 @@ local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0
 for _, m in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[3], m) end
 return due`
 
+const SESSION_CREATE = `
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+return 1`
+
+// KEYS: meta, chunks, locks, blobs. ARGV: now, index, lockUntil, ttl, blobDeadline
+const CHUNK_BEGIN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'unknown' end
+local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil', 'blobKey')
+if st[1] == 'completing' and tonumber(st[2]) > tonumber(ARGV[1]) then return 'busy' end
+local lock = redis.call('HGET', KEYS[3], ARGV[2])
+if lock and tonumber(lock) > tonumber(ARGV[1]) then return 'locked' end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[4]) end
+redis.call('ZADD', KEYS[4], ARGV[5], st[3])
+return redis.call('HGETALL', KEYS[1])`
+
+const CHUNK_EXTEND = `
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 1`
+
+// KEYS: meta, chunks, locks, blobs. ARGV: index, receipt, ttl, blobDeadline
+const CHUNK_COMMIT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local prev = redis.call('HGET', KEYS[2], ARGV[1])
+local delta = cjson.decode(ARGV[2]).size - (prev and cjson.decode(prev).size or 0)
+local bytes = redis.call('HINCRBY', KEYS[1], 'bytes', delta)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[1])
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+redis.call('ZADD', KEYS[4], ARGV[4], redis.call('HGET', KEYS[1], 'blobKey'))
+return {1, redis.call('HLEN', KEYS[2]), bytes, prev}`
+
+// KEYS: meta, chunks, locks. ARGV: index
+const CHUNK_ABORT = `
+redis.call('HDEL', KEYS[3], ARGV[1])
+local prev = redis.call('HGET', KEYS[2], ARGV[1])
+if prev and redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'bytes', -cjson.decode(prev).size)
+end
+return prev`
+
+const LAYOUT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if ARGV[1] ~= '' then redis.call('HSETNX', KEYS[1], 'layout', ARGV[1]) end
+return redis.call('HGET', KEYS[1], 'layout')`
+
+// KEYS: meta, chunks, locks, done. ARGV: now, leaseUntil
+const COMPLETE_BEGIN = `
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local code = redis.call('GET', KEYS[4])
+  if code then return {'done', code} end
+  return {'unknown'}
+end
+local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
+if st[1] == 'completing' and tonumber(st[2]) > tonumber(ARGV[1]) then return {'busy'} end
+for _, v in ipairs(redis.call('HVALS', KEYS[3])) do
+  if tonumber(v) > tonumber(ARGV[1]) then return {'busy'} end
+end
+redis.call('HSET', KEYS[1], 'state', 'completing', 'leaseUntil', ARGV[2])
+return {'open', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`
+
+const COMPLETE_RELEASE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'open') end
+return 1`
+
+// KEYS: meta, chunks, locks, done. ARGV: code, doneTtl
+const COMPLETE_FINISH = `
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
+return 1`
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     dcCreate (file: string, blobs: string, ...args: Array<string | number>): Result<number, Context>
@@ -64,6 +144,15 @@ declare module 'ioredis' {
     dcDelete (file: string, blobs: string, now: number): Result<string | string[], Context>
     dcRefund (file: string): Result<number, Context>
     dcLease (blobs: string, now: number, limit: number, leaseUntil: number): Result<string[], Context>
+    dcSessionCreate (meta: string, blobs: string, ...args: Array<string | number>): Result<number, Context>
+    dcChunkBegin (meta: string, chunks: string, locks: string, blobs: string, now: number, index: number, lockUntil: number, ttl: number, deadline: number): Result<string | string[], Context>
+    dcChunkExtend (locks: string, index: number, lockUntil: number): Result<number, Context>
+    dcChunkCommit (meta: string, chunks: string, locks: string, blobs: string, index: number, receipt: string, ttl: number, deadline: number): Result<[number, number?, number?, (string | null)?], Context>
+    dcChunkAbort (meta: string, chunks: string, locks: string, index: number): Result<string | null, Context>
+    dcLayout (meta: string, wanted: string): Result<string | null, Context>
+    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number): Result<[string, (string | string[])?, string[]?], Context>
+    dcCompleteRelease (meta: string): Result<number, Context>
+    dcCompleteFinish (meta: string, chunks: string, locks: string, done: string, code: string, ttl: number): Result<number, Context>
   }
 }
 
@@ -77,6 +166,19 @@ function toRecord (flat: string[]): FileRecord {
     out[k] = NUMERIC.has(k) ? Number(flat[i + 1]) : flat[i + 1]!
   }
   return out as unknown as FileRecord
+}
+
+const SESSION_FIELDS = ['id', 'blobKey', 'handle', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours', 'createdAt'] as const
+const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt'])
+
+function toSession (flat: string[]): UploadSession {
+  const out: Record<string, string | number> = {}
+  for (let i = 0; i < flat.length; i += 2) {
+    const k = flat[i]!
+    if (k === 'state' || k === 'leaseUntil' || k === 'bytes') continue
+    out[k] = SESSION_NUMERIC.has(k) ? Number(flat[i + 1]) : flat[i + 1]!
+  }
+  return out as unknown as UploadSession
 }
 
 function toLookup (reply: string | string[]): Lookup {
@@ -106,9 +208,20 @@ export function createRedisStateStore ({ client, prefix }: RedisStateStoreOption
   client.defineCommand('dcDelete', { numberOfKeys: 2, lua: DELETE })
   client.defineCommand('dcRefund', { numberOfKeys: 1, lua: REFUND })
   client.defineCommand('dcLease', { numberOfKeys: 1, lua: LEASE })
+  client.defineCommand('dcSessionCreate', { numberOfKeys: 2, lua: SESSION_CREATE })
+  client.defineCommand('dcChunkBegin', { numberOfKeys: 4, lua: CHUNK_BEGIN })
+  client.defineCommand('dcChunkExtend', { numberOfKeys: 1, lua: CHUNK_EXTEND })
+  client.defineCommand('dcChunkCommit', { numberOfKeys: 4, lua: CHUNK_COMMIT })
+  client.defineCommand('dcChunkAbort', { numberOfKeys: 3, lua: CHUNK_ABORT })
+  client.defineCommand('dcLayout', { numberOfKeys: 1, lua: LAYOUT })
+  client.defineCommand('dcCompleteBegin', { numberOfKeys: 4, lua: COMPLETE_BEGIN })
+  client.defineCommand('dcCompleteRelease', { numberOfKeys: 1, lua: COMPLETE_RELEASE })
+  client.defineCommand('dcCompleteFinish', { numberOfKeys: 4, lua: COMPLETE_FINISH })
 
   const fileKey = (code: string) => `${prefix}file:${code}`
   const blobsKey = `${prefix}blobs`
+  const sessionKeys = (id: string) => [`${prefix}session:${id}`, `${prefix}session:${id}:chunks`, `${prefix}session:${id}:locks`] as const
+  const doneKey = (id: string) => `${prefix}done:${id}`
 
   return {
     async createFile (file, blobDeadline) {
@@ -140,6 +253,49 @@ export function createRedisStateStore ({ client, prefix }: RedisStateStoreOption
     },
     async countDueBlobs (now) {
       return await guard(() => client.zcount(blobsKey, '-inf', now))
+    },
+    async createSession (session, timing) {
+      const flat = SESSION_FIELDS.flatMap(f => [f, String(session[f])])
+      if (session.layout !== undefined) flat.push('layout', session.layout)
+      flat.push('state', 'open')
+      await guard(() => client.dcSessionCreate(sessionKeys(session.id)[0], blobsKey, timing.ttlMs, timing.blobDeadline, session.blobKey, ...flat))
+    },
+    async getSession (id) {
+      const [meta, chunks] = sessionKeys(id)
+      const [[, flat], [, indexes]] = await guard(async () => (await client.multi().hgetall(meta).hkeys(chunks).exec())!) as [[unknown, Record<string, string>], [unknown, string[]]]
+      if (Object.keys(flat).length === 0) return null
+      return { session: toSession(Object.entries(flat).flat()), received: indexes.map(Number).sort((a, b) => a - b) }
+    },
+    async beginChunk (id, index, lockUntil, timing) {
+      const reply = await guard(() => client.dcChunkBegin(...sessionKeys(id), blobsKey, timing.now, index, lockUntil, timing.ttlMs, timing.blobDeadline))
+      return typeof reply === 'string' ? { ok: false, reason: reply as 'unknown' | 'busy' | 'locked' } : { ok: true, session: toSession(reply) }
+    },
+    async extendChunkLock (id, index, lockUntil) {
+      await guard(() => client.dcChunkExtend(sessionKeys(id)[2], index, lockUntil))
+    },
+    async abortChunk (id, index) {
+      return await guard(() => client.dcChunkAbort(...sessionKeys(id), index))
+    },
+    async commitChunk (id, index, receipt, timing) {
+      const [ok, received, bytes, previous] = await guard(() => client.dcChunkCommit(...sessionKeys(id), blobsKey, index, receipt, timing.ttlMs, timing.blobDeadline))
+      return ok === 1 ? { received: received!, bytes: bytes!, previous: previous ?? null } : null
+    },
+    async settleLayout (id, wanted) {
+      return (await guard(() => client.dcLayout(sessionKeys(id)[0], wanted ?? ''))) ?? undefined
+    },
+    async beginCompletion (id, now, leaseUntil) {
+      const [status, a, b] = await guard(() => client.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil))
+      if (status === 'done') return { status, code: a as string }
+      if (status !== 'open') return { status: status as 'unknown' | 'busy' }
+      const receipts = new Map<number, string>()
+      for (let i = 0; i < b!.length; i += 2) receipts.set(Number(b![i]), b![i + 1]!)
+      return { status, session: toSession(a as string[]), receipts }
+    },
+    async releaseCompletion (id) {
+      await guard(() => client.dcCompleteRelease(sessionKeys(id)[0]))
+    },
+    async finishSession (id, code, doneTtlMs) {
+      await guard(() => client.dcCompleteFinish(...sessionKeys(id), doneKey(id), code, doneTtlMs))
     },
     async ping () {
       await guard(() => client.ping())

@@ -42,6 +42,50 @@ export type Claim =
   | { ok: true, file: FileRecord, /** This claim took the last permitted download. */ last: boolean }
   | { ok: false, reason: Unavailable }
 
+/** A chunked upload session (POST /upload/start … /upload/complete). */
+export interface UploadSession {
+  /** upload_id: 128 random bits, base64url (22 characters). */
+  id: string
+  /** Object key the file will be stored under. */
+  blobKey: string
+  /** BlobStore handle for the chunked upload (the S3 UploadId; '' for fs). */
+  handle: string
+  filename: string
+  totalChunks: number
+  maxDownloads: number
+  expiryHours: number
+  /** Epoch ms. */
+  createdAt: number
+  /** How chunks are laid out in storage, settled by the first chunk that decides it (BlobStore-specific). */
+  layout?: string
+}
+
+export interface SessionView {
+  session: UploadSession
+  /** Indexes received so far, ascending. */
+  received: number[]
+}
+
+export type ChunkStart =
+  | { ok: true, session: UploadSession }
+  /** unknown: no such (live) session; busy: completing; locked: this index is being uploaded by another request */
+  | { ok: false, reason: 'unknown' | 'busy' | 'locked' }
+
+export type CompletionStart =
+  | { status: 'open', session: UploadSession, /** index → receipt */ receipts: Map<number, string> }
+  | { status: 'done', code: string }
+  | { status: 'unknown' }
+  | { status: 'busy' }
+
+export interface SessionTiming {
+  /** Epoch ms. */
+  now: number
+  /** ms an idle session lives; refreshed by every chunk. */
+  ttlMs: number
+  /** Epoch ms after which the session's object may be swept (refreshed with the TTL). */
+  blobDeadline: number
+}
+
 export interface StateStore {
   /**
    * Stores a new file unless its code is taken (by any record, live or exhausted), and in the
@@ -79,6 +123,51 @@ export interface StateStore {
 
   /** Number of keys in the cleanup index whose deadline is ≤ now (sweeper lag). */
   countDueBlobs (now: number): Promise<number>
+
+  /** Stores a new session (idle TTL `ttlMs`) and sets its object's cleanup deadline. */
+  createSession (session: UploadSession, timing: SessionTiming): Promise<void>
+
+  /** A live session and the chunk indexes it holds, or null. */
+  getSession (id: string): Promise<SessionView | null>
+
+  /**
+   * Takes the upload lock of chunk `index` until `lockUntil` (epoch ms) and refreshes the
+   * session's TTL. Fails while the session completes or another request holds the index.
+   */
+  beginChunk (id: string, index: number, lockUntil: number, timing: SessionTiming): Promise<ChunkStart>
+
+  /** Extends a held chunk lock (heartbeat of a long chunk upload). */
+  extendChunkLock (id: string, index: number, lockUntil: number): Promise<void>
+
+  /**
+   * Releases a chunk lock after a failed upload and forgets any earlier receipt of the index
+   * (a failed retry may have overwritten its data), so the index counts as missing again.
+   * @returns the forgotten receipt, for the caller to discard
+   */
+  abortChunk (id: string, index: number): Promise<string | null>
+
+  /**
+   * Records chunk `index` (replacing an earlier receipt) and releases its lock. Receipts are
+   * JSON with a numeric `size` (bytes), summed per session.
+   * @returns distinct chunks received, the replaced receipt, and the session's total bytes; or
+   *   null when the session is gone (expired or completed meanwhile)
+   */
+  commitChunk (id: string, index: number, receipt: string, timing: SessionTiming): Promise<{ received: number, previous: string | null, bytes: number } | null>
+
+  /** Sets the session's layout unless one is set (`wanted` undefined: only reads it). */
+  settleLayout (id: string, wanted: string | undefined): Promise<string | undefined>
+
+  /**
+   * Starts completing a session, atomically: only one caller gets `open` (with the receipts)
+   * until it finishes, releases, or its lease (`leaseUntil`, epoch ms) runs out.
+   */
+  beginCompletion (id: string, now: number, leaseUntil: number): Promise<CompletionStart>
+
+  /** Gives up a completion begun with beginCompletion (the session stays open). */
+  releaseCompletion (id: string): Promise<void>
+
+  /** Ends a completed session; repeated completes answer `code` for `doneTtlMs`. */
+  finishSession (id: string, code: string, doneTtlMs: number): Promise<void>
 
   /** Throws when the store cannot be used (readiness). */
   ping (): Promise<void>

@@ -75,3 +75,92 @@ export function blobStoreContract (t: Test, open: (t: Test) => Promise<BlobStore
     await t.resolves(store.ping())
   })
 }
+
+/** An in-memory stand-in for the state store's settleLayout (set once, then read). */
+export function layoutCell () {
+  let layout: string | undefined
+  return async (wanted: string | undefined) => {
+    if (layout === undefined && wanted !== undefined) layout = wanted
+    return layout
+  }
+}
+
+/**
+ * Uploads chunks of the given sizes (in `order`, `parallel` at a time) and completes; returns
+ * the assembled object's sha256 and the expected one.
+ */
+export async function chunkedRoundTrip (store: BlobStore, sizes: number[], opts: { order?: number[], parallel?: boolean } = {}) {
+  const key = newBlobKey()
+  const handle = await store.beginChunked(key)
+  const settleLayout = layoutCell()
+  const receipts: Array<Awaited<ReturnType<BlobStore['putChunk']>>> = []
+  const order = opts.order ?? sizes.map((_, i) => i)
+  const put = async (i: number) => {
+    receipts[i] = await store.putChunk(key, handle, { index: i, total: sizes.length, body: byteStream(sizes[i]!, { seed: i + 7 }), settleLayout })
+  }
+  if (opts.parallel === true) await Promise.all(order.map(put))
+  else for (const i of order) await put(i)
+  const { size } = await store.completeChunked(key, handle, receipts)
+  const got = await store.get(key)
+  async function * expected () { for (let i = 0; i < sizes.length; i++) yield * byteStream(sizes[i]!, { seed: i + 7 }) }
+  return { key, size, got: await sha256(got.body), want: await sha256(expected()), receipts, handle, settleLayout }
+}
+
+export function chunkedContract (t: Test, open: (t: Test) => Promise<BlobStore>, opts: BlobContractOptions) {
+  const cases: Array<[string, number[], { order?: number[], parallel?: boolean }]> = [
+    ['small chunks in order', [MiB, MiB, MiB, 123], {}],
+    ['small chunks out of order, in parallel', [MiB, MiB, MiB, 77], { order: [3, 1, 0, 2], parallel: true }],
+    ['large chunks out of order', [6 * MiB, 6 * MiB, 1000], { order: [1, 2, 0] }],
+    ['large chunks, last chunk first', [6 * MiB, 6 * MiB, 3 * MiB], { order: [2, 0, 1] }],
+    ['zero-byte last chunk', [6 * MiB, 0], {}],
+    ['small chunks with a zero-byte last chunk', [1000, 1000, 0], {}],
+    ['one chunk', [3 * MiB], {}],
+    ['one empty chunk', [0], {}]
+  ]
+  for (const [name, sizes, how] of cases) {
+    t.test(`chunked: ${name} assemble byte for byte`, async t => {
+      const store = await open(t)
+      const r = await chunkedRoundTrip(store, sizes, how)
+      t.equal(r.size, sizes.reduce((a, b) => a + b, 0))
+      t.same(r.got, r.want)
+      await store.delete(r.key)
+      await opts.assertNothingLeft(t, r.key)
+    })
+  }
+
+  t.test('chunked: a retried chunk replaces the first attempt', async t => {
+    const store = await open(t)
+    const key = newBlobKey()
+    const handle = await store.beginChunked(key)
+    const settleLayout = layoutCell()
+    const first = await store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(MiB, { seed: 99 }), settleLayout })
+    const retry = await store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(MiB, { seed: 7 }), settleLayout })
+    await store.discardChunk(key, handle, first)
+    const last = await store.putChunk(key, handle, { index: 1, total: 2, body: byteStream(10, { seed: 8 }), settleLayout })
+    await store.completeChunked(key, handle, [retry, last])
+    async function * expected () { yield * byteStream(MiB, { seed: 7 }); yield * byteStream(10, { seed: 8 }) }
+    t.same(await sha256((await store.get(key)).body), await sha256(expected()))
+    await store.delete(key)
+    await opts.assertNothingLeft(t, key)
+  })
+
+  t.test('chunked: purge of an abandoned session leaves nothing', async t => {
+    const store = await open(t)
+    const key = newBlobKey()
+    const handle = await store.beginChunked(key)
+    const settleLayout = layoutCell()
+    await store.putChunk(key, handle, { index: 0, total: 3, body: byteStream(MiB), settleLayout })
+    await store.putChunk(key, handle, { index: 2, total: 3, body: byteStream(10), settleLayout })
+    await store.purge(key)
+    await opts.assertNothingLeft(t, key)
+  })
+
+  t.test('chunked: a chunk whose body fails is not stored', async t => {
+    const store = await open(t)
+    const key = newBlobKey()
+    const handle = await store.beginChunked(key)
+    await t.rejects(store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(8 * MiB, { failAfter: 6 * MiB }), settleLayout: layoutCell() }), { message: 'body failed on purpose' })
+    await store.purge(key)
+    await opts.assertNothingLeft(t, key)
+  })
+}

@@ -1,26 +1,29 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createFsBlobStore } from '../../src/blob/fs-store.js'
-import { blobStoreContract } from './contract.js'
+import { blobStoreContract, chunkedContract } from './contract.js'
 
 const dirs = new Map<string, string>()
 
-blobStoreContract(t, async t => {
+const open = async (t: Test) => {
   const dir = t.testdir()
   const store = createFsBlobStore({ dir })
   await store.init()
   dirs.set(t.fullname, dir)
   return store
-}, {
+}
+const options = {
   largeSize: 3 * 1024 * 1024 + 17,
-  async assertNothingLeft (t, key) {
+  async assertNothingLeft (t: Test, key: string) {
     const dir = dirs.get(t.fullname)!
     const fan = path.join(dir, key.slice(0, 2))
     const left = fs.existsSync(fan) ? fs.readdirSync(fan) : []
-    t.same(left, [], 'no file or .part file left')
+    t.same(left, [], 'no file, .part file or chunk directory left')
   }
-})
+}
+blobStoreContract(t, open, options)
+chunkedContract(t, open, options)
 
 t.test('objects are stored under a two-character fan-out of their key', async t => {
   const dir = t.testdir()

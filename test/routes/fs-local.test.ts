@@ -1,4 +1,6 @@
 import t from 'tap'
+import { chunkedSuite } from './chunked.js'
 import { singleFileSuite } from './single-file.js'
 
 singleFileSuite(t, 'fs+local', {})
+chunkedSuite(t, 'fs+local', {})

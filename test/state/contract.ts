@@ -2,9 +2,10 @@
  * The StateStore contract: every driver runs this suite (local-store.test.ts,
  * redis-store.test.ts), so routes and services can rely on one set of semantics.
  */
+import { randomBytes } from 'node:crypto'
 import type { Test } from 'tap'
 import { newBlobKey, newCode } from '../../src/ids.js'
-import type { FileRecord, StateStore } from '../../src/state/index.js'
+import type { FileRecord, StateStore, UploadSession } from '../../src/state/index.js'
 
 const HOUR = 3_600_000
 
@@ -162,5 +163,136 @@ export function stateStoreContract (t: Test, open: (t: Test) => Promise<StateSto
   t.test('ping answers on a working store', async t => {
     const store = await open(t)
     await t.resolves(store.ping())
+  })
+}
+
+export function sessionRecord (over: Partial<UploadSession> = {}): UploadSession {
+  return {
+    id: randomBytes(16).toString('base64url'),
+    blobKey: newBlobKey(),
+    handle: 'upload-handle',
+    filename: 'big ✓.iso',
+    totalChunks: 3,
+    maxDownloads: 2,
+    expiryHours: 5,
+    createdAt: Date.now(),
+    ...over
+  }
+}
+
+/** Session semantics every driver must hold. */
+export function sessionContract (t: Test, open: (t: Test) => Promise<StateStore>) {
+  const timing = (ttlMs = 60_000) => { const now = Date.now(); return { now, ttlMs, blobDeadline: now + ttlMs + 1000 } }
+  const receipt = (size: number, tag = 'x') => JSON.stringify({ size, tag })
+
+  t.test('sessions: create, read back, record chunks in any order, count each index once', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    t.same(await store.getSession(s.id), { session: s, received: [] })
+    for (const i of [2, 0, 2]) {
+      t.ok((await store.beginChunk(s.id, i, Date.now() + 1000, timing())).ok)
+      const c = await store.commitChunk(s.id, i, receipt(10 + i), timing())
+      t.ok(c !== null)
+    }
+    const view = await store.getSession(s.id)
+    t.same(view?.received, [0, 2])
+    t.equal(await store.getSession('nope'), null)
+  })
+
+  t.test('sessions: commit returns the replaced receipt and the running byte total', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    await store.beginChunk(s.id, 0, Date.now() + 1000, timing())
+    t.same(await store.commitChunk(s.id, 0, receipt(100, 'a'), timing()), { received: 1, previous: null, bytes: 100 })
+    await store.beginChunk(s.id, 1, Date.now() + 1000, timing())
+    t.same(await store.commitChunk(s.id, 1, receipt(50), timing()), { received: 2, previous: null, bytes: 150 })
+    await store.beginChunk(s.id, 0, Date.now() + 1000, timing())
+    t.same(await store.commitChunk(s.id, 0, receipt(70, 'b'), timing()), { received: 2, previous: receipt(100, 'a'), bytes: 120 })
+  })
+
+  t.test('sessions: one request per chunk index at a time; a failed attempt forgets the index', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    const until = Date.now() + 60_000
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.beginChunk(s.id, 1, until, timing())))
+    t.equal(results.filter(r => r.ok).length, 1, 'exactly one holder')
+    t.ok(results.filter(r => !r.ok).every(r => !r.ok && r.reason === 'locked'))
+    await store.commitChunk(s.id, 1, receipt(5), timing())
+    t.ok((await store.beginChunk(s.id, 1, until, timing())).ok, 'free again after commit')
+    t.equal(await store.abortChunk(s.id, 1), receipt(5), 'abort hands back the earlier receipt')
+    t.same((await store.getSession(s.id))?.received, [], 'and the index counts as missing')
+    t.ok((await store.beginChunk(s.id, 1, Date.now() - 1, timing())).ok, 'free after abort')
+    t.ok((await store.beginChunk(s.id, 1, until, timing())).ok, 'an expired lock can be taken over')
+  })
+
+  t.test('sessions: the layout is settled once', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    t.equal(await store.settleLayout(s.id, undefined), undefined, 'reading does not decide')
+    const settled = await Promise.all(['parts', 'objects', 'parts', 'objects'].map(l => store.settleLayout(s.id, l)))
+    t.equal(new Set(settled).size, 1, `everyone sees one layout: ${settled.join(',')}`)
+    t.equal((await store.getSession(s.id))?.session.layout, settled[0])
+  })
+
+  t.test('sessions: completion is claimed by exactly one caller, then answers the code', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    await store.beginChunk(s.id, 0, Date.now() + 1000, timing())
+    await store.commitChunk(s.id, 0, receipt(3), timing())
+    const now = Date.now()
+    const claims = await Promise.all(Array.from({ length: 10 }, () => store.beginCompletion(s.id, now, now + 60_000)))
+    t.equal(claims.filter(c => c.status === 'open').length, 1)
+    t.ok(claims.filter(c => c.status !== 'open').every(c => c.status === 'busy'))
+    const open1 = claims.find(c => c.status === 'open')!
+    t.same(open1.status === 'open' && [...open1.receipts], [[0, receipt(3)]])
+    t.same(await store.beginChunk(s.id, 1, now + 1000, timing()), { ok: false, reason: 'busy' }, 'no chunks while completing')
+    await store.releaseCompletion(s.id)
+    t.equal((await store.beginCompletion(s.id, now, now + 60_000)).status, 'open', 'released: can complete again')
+    await store.finishSession(s.id, 'AbC123', 60_000)
+    t.same(await store.beginCompletion(s.id, now, now + 60_000), { status: 'done', code: 'AbC123' })
+    t.equal(await store.getSession(s.id), null, 'the session is gone')
+    t.same(await store.beginChunk(s.id, 0, now + 1000, timing()), { ok: false, reason: 'unknown' })
+    t.same(await store.beginCompletion('unknown-session-id-xx', now, now + 1), { status: 'unknown' })
+  })
+
+  t.test('sessions: a chunk in flight blocks completion; a dead completer\'s lease runs out', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing())
+    const now = Date.now()
+    await store.beginChunk(s.id, 0, now + 60_000, timing())
+    t.equal((await store.beginCompletion(s.id, now, now + 1000)).status, 'busy')
+    await store.abortChunk(s.id, 0)
+    t.equal((await store.beginCompletion(s.id, now, now + 1000)).status, 'open')
+    t.equal((await store.beginCompletion(s.id, now + 500, now + 2000)).status, 'busy')
+    t.equal((await store.beginCompletion(s.id, now + 1000, now + 2000)).status, 'open', 'lease expired')
+  })
+
+  t.test('sessions: an idle session expires; its object is due for cleanup', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    const start = timing(200)
+    await store.createSession(s, start)
+    await new Promise(resolve => setTimeout(resolve, 350))
+    t.equal(await store.getSession(s.id), null)
+    t.same(await store.beginChunk(s.id, 0, Date.now() + 1000, timing()), { ok: false, reason: 'unknown' })
+    t.same(await store.leaseDueBlobs(start.blobDeadline, 10, start.blobDeadline + 1), [s.blobKey])
+  })
+
+  t.test('sessions: activity refreshes the session and its cleanup deadline', async t => {
+    const store = await open(t)
+    const s = sessionRecord()
+    await store.createSession(s, timing(300))
+    await new Promise(resolve => setTimeout(resolve, 200))
+    const later = timing(300)
+    await store.beginChunk(s.id, 0, Date.now() + 1000, later)
+    await new Promise(resolve => setTimeout(resolve, 200))
+    t.not(await store.getSession(s.id), null, 'still alive 400 ms after creation')
+    t.same(await store.leaseDueBlobs(later.blobDeadline - 1, 10, later.blobDeadline), [], 'deadline moved')
   })
 }

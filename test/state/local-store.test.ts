@@ -1,13 +1,32 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { openLocalStateStore } from '../../src/state/local-store.js'
-import { stateStoreContract, fileRecord } from './contract.js'
+import { sessionContract, sessionRecord, stateStoreContract, fileRecord } from './contract.js'
 
-stateStoreContract(t, async t => {
+const open = async (t: Test) => {
   const store = await openLocalStateStore({ dir: t.testdir(), maxRecords: 1000 })
   t.teardown(() => store.close())
   return store
+}
+stateStoreContract(t, open)
+sessionContract(t, open)
+
+t.test('a restart keeps sessions and their chunks (locks and completions are per process)', async t => {
+  const dir = t.testdir()
+  const a = await openLocalStateStore({ dir, maxRecords: 100 })
+  const s = sessionRecord()
+  const timing = { now: Date.now(), ttlMs: 60_000, blobDeadline: Date.now() + 61_000 }
+  await a.createSession(s, timing)
+  await a.settleLayout(s.id, 'parts')
+  await a.beginChunk(s.id, 1, Date.now() + 60_000, timing)
+  await a.commitChunk(s.id, 1, JSON.stringify({ size: 9 }), timing)
+  await a.beginChunk(s.id, 2, Date.now() + 60_000, timing) // in flight when the process stops
+  await a.close()
+  const b = await openLocalStateStore({ dir, maxRecords: 100 })
+  t.teardown(() => b.close())
+  t.same(await b.getSession(s.id), { session: { ...s, layout: 'parts' }, received: [1] })
+  t.ok((await b.beginChunk(s.id, 2, Date.now() + 1000, timing)).ok, 'no stale lock after a restart')
 })
 
 t.test('a restart loses nothing: records, counters and the cleanup index survive', async t => {

@@ -1,0 +1,190 @@
+/**
+ * The chunked-upload flow through real HTTP, run once per driver pair (fs-local.test.ts,
+ * s3-redis.test.ts).
+ */
+import http from 'node:http'
+import type { Test } from 'tap'
+import type { AppOverrides } from '../../src/app.js'
+import { API_KEY, eventually, rawMultipart, startApp, testConfig, type Backends, type DriverPair } from '../helpers/app.js'
+import { post, sendChunk, startSession } from '../helpers/chunks.js'
+import { listStored } from '../helpers/storage.js'
+import { bytes, sha256Of } from '../helpers/streams.js'
+
+const MiB = 1024 * 1024
+
+export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
+  const start = (t: Test, env: Record<string, string> = {}, overrides: AppOverrides = {}) =>
+    startApp(t, testConfig(t, pair, backends, env), overrides)
+
+  t.test('chunked: out of order and in parallel, verify, complete, download the exact bytes', async t => {
+    const { url } = await start(t)
+    const data = bytes(5 * 300_000 + 17)
+    const chunks = [0, 1, 2, 3, 4, 5].map(i => data.subarray(i * 300_000, Math.min((i + 1) * 300_000, data.length)))
+    const id = await startSession(url, [['filename', 'dir/big ✓.bin'], ['total_chunks', '6'], ['max_downloads', '2']])
+    t.match(id, /^[A-Za-z0-9_-]{22}$/)
+    const replies = await Promise.all([5, 3, 1, 0, 4].map(i => sendChunk(url, id, i, chunks[i]!)))
+    t.ok(replies.every(r => r.status === 200 && r.body.success === true && r.body.total_chunks === 6))
+    t.same(replies.map(r => r.body.chunk_index).sort(), [0, 1, 3, 4, 5])
+    const verify = await post(url, '/upload/verify', [['upload_id', id]])
+    t.match(verify.body, { upload_id: id, filename: 'big ✓.bin', total_chunks: 6, received_chunks: 5, missing_chunks: [2], max_downloads: 2, expiry_hours: 24 })
+    t.equal((await sendChunk(url, id, 2, chunks[2]!)).body.received_chunks, 6)
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200)
+    t.match(done.body.code, /^[A-Za-z0-9]{6}$/)
+    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
+    t.match(res.headers.get('content-disposition'), /filename\*=UTF-8''big%20%E2%9C%93\.bin/)
+    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 200, 'max_downloads from start applies')
+    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 404)
+  })
+
+  t.test('chunked: a re-sent chunk replaces the first and counts once', async t => {
+    const { url } = await start(t)
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2']])
+    t.equal((await sendChunk(url, id, 0, Buffer.from('wrong'))).body.received_chunks, 1)
+    t.equal((await sendChunk(url, id, 0, Buffer.from('right'))).body.received_chunks, 1)
+    t.equal((await sendChunk(url, id, 1, Buffer.from('!'))).body.received_chunks, 2)
+    const { body } = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(await (await fetch(`${url}/download/${body.code as string}`)).text(), 'right!')
+  })
+
+  t.test('chunked: complete with chunks missing is 400 with the list; the session stays open', async t => {
+    const { url } = await start(t)
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '4']])
+    await sendChunk(url, id, 1, Buffer.from('b'))
+    const early = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(early.status, 400)
+    t.match(early.body, { code: 'DROPCODE_CHUNKS_MISSING', missing_chunks: [0, 2, 3], received_chunks: 1, total_chunks: 4, error: String })
+    for (const i of [0, 2, 3]) await sendChunk(url, id, i, Buffer.from('acd'[[0, 2, 3].indexOf(i)]!))
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200)
+    t.equal(await (await fetch(`${url}/download/${done.body.code as string}`)).text(), 'abcd')
+  })
+
+  t.test('chunked: concurrent completes make one file; repeats get the same code; then the session is gone', async t => {
+    const running = await start(t)
+    const { url } = running
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2'], ['max_downloads', '5']])
+    await sendChunk(url, id, 0, bytes(200_000))
+    await sendChunk(url, id, 1, bytes(10))
+    const results = await Promise.all(Array.from({ length: 8 }, () => post(url, '/upload/complete', [['upload_id', id]])))
+    const codes = new Set(results.filter(r => r.status === 200).map(r => r.body.code))
+    t.equal(codes.size, 1, 'one code')
+    t.ok(results.every(r => r.status === 200 || (r.status === 409 && r.body.code === 'DROPCODE_SESSION_BUSY')), results.map(r => r.status).join(','))
+    const again = await post(url, '/upload/complete', [['upload_id', id]])
+    t.same(again, { status: 200, body: { code: [...codes][0] } })
+    t.equal((await sendChunk(url, id, 0, Buffer.from('x'))).status, 404)
+    t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404)
+    t.equal((await listStored(running.config)).length, 1, 'exactly one object stored')
+  })
+
+  t.test('chunked: zero-byte last chunk and one-chunk sessions', async t => {
+    const { url } = await start(t)
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2']])
+    await sendChunk(url, id, 1, new Uint8Array(0))
+    await sendChunk(url, id, 0, Buffer.from('only'))
+    const { body } = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(await (await fetch(`${url}/download/${body.code as string}`)).text(), 'only')
+    const one = await startSession(url, [['filename', 'empty'], ['total_chunks', '1']])
+    await sendChunk(url, one, 0, new Uint8Array(0))
+    const empty = await post(url, '/upload/complete', [['upload_id', one]])
+    const res = await fetch(`${url}/download/${empty.body.code as string}`)
+    t.equal(res.headers.get('content-length'), '0')
+  })
+
+  t.test('chunked: bad input is 400, unknown sessions 404, keys 401', async t => {
+    const { url } = await start(t, { MAX_TOTAL_CHUNKS: '100' })
+    const bad: Array<[string, Array<[string, string]>, string]> = [
+      ['/upload/start', [['total_chunks', '2']], 'DROPCODE_MISSING_FIELD'],
+      ['/upload/start', [['filename', 'a']], 'DROPCODE_MISSING_FIELD'],
+      ['/upload/start', [['filename', ' '], ['total_chunks', '2']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/start', [['filename', 'a'], ['total_chunks', '0']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/start', [['filename', 'a'], ['total_chunks', '101']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/start', [['filename', 'a'], ['total_chunks', '2.5']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/start', [['filename', 'a'], ['total_chunks', '2'], ['max_downloads', '0']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/verify', [], 'DROPCODE_MISSING_FIELD'],
+      ['/upload/verify', [['upload_id', '../../etc/passwd']], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/complete', [['upload_id', 'x'.repeat(23)]], 'DROPCODE_INVALID_FIELD'],
+      ['/upload/chunk', [['upload_id', 'A'.repeat(22)]], 'DROPCODE_MISSING_FIELD']
+    ]
+    for (const [path, fields, code] of bad) {
+      const res = await post(url, path, fields)
+      t.equal(res.status, 400, `${path} ${JSON.stringify(fields)}`)
+      t.equal(res.body.code, code)
+    }
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2']])
+    for (const index of ['2', '-1', '1.0', 'x', '01']) {
+      const res = await post(url, '/upload/chunk', [['upload_id', id], ['chunk_index', index]], Buffer.from('x'))
+      t.equal(res.status, 400, `chunk_index ${index}`)
+      t.equal(res.body.code, 'DROPCODE_INVALID_FIELD')
+    }
+    const late = rawMultipart([{ name: 'chunk', filename: 'b', data: 'x' }, { name: 'upload_id', data: id }, { name: 'chunk_index', data: '0' }])
+    const lateRes = await fetch(`${url}/upload/chunk`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': late.contentType }, body: late.body })
+    t.equal(lateRes.status, 400, 'fields after the chunk')
+    t.match(await lateRes.json(), { code: 'DROPCODE_MISSING_FIELD', error: /before the "chunk"/ })
+    const withFile = rawMultipart([{ name: 'upload_id', data: id }, { name: 'x', filename: 'f', data: 'x' }])
+    const withFileRes = await fetch(`${url}/upload/verify`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': withFile.contentType }, body: withFile.body })
+    t.equal(withFileRes.status, 400, 'a file part where none belongs')
+    const unknown = 'B'.repeat(22)
+    for (const [path, fields, chunk] of [['/upload/verify', [['upload_id', unknown]]], ['/upload/complete', [['upload_id', unknown]]], ['/upload/chunk', [['upload_id', unknown], ['chunk_index', '0']], Buffer.from('x')]] as const) {
+      const res = await post(url, path, [...fields] as Array<[string, string]>, chunk)
+      t.equal(res.status, 404, `${path} unknown session`)
+      t.equal(res.body.code, 'DROPCODE_SESSION_NOT_FOUND')
+    }
+    t.equal((await post(url, '/upload/verify', [['upload_id', id]], undefined, 'wrong-key')).status, 401)
+    t.same((await post(url, '/upload/verify', [['upload_id', id]])).body.received_chunks, 0, 'bad requests recorded nothing')
+  })
+
+  t.test('chunked: MAX_CHUNK_SIZE and MAX_FILE_SIZE answer 413', async t => {
+    const { url } = await start(t, { MAX_CHUNK_SIZE: '1000', MAX_FILE_SIZE: '2500' })
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '4']])
+    const big = await sendChunk(url, id, 0, bytes(1001))
+    t.equal(big.status, 413)
+    t.equal(big.body.code, 'DROPCODE_CHUNK_TOO_LARGE')
+    for (const i of [0, 1]) t.equal((await sendChunk(url, id, i, bytes(1000))).status, 200)
+    const over = await sendChunk(url, id, 2, bytes(1000))
+    t.equal(over.status, 413, 'the chunks add up to more than MAX_FILE_SIZE')
+    t.equal(over.body.code, 'DROPCODE_FILE_TOO_LARGE')
+    const verify = await post(url, '/upload/verify', [['upload_id', id]])
+    t.same(verify.body.missing_chunks, [2, 3])
+  })
+
+  t.test('chunked: a client that disconnects mid-chunk leaves the chunk missing', async t => {
+    const { url } = await start(t)
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2']])
+    await new Promise<void>(resolve => {
+      const head = rawMultipart([{ name: 'upload_id', data: id }, { name: 'chunk_index', data: '0' }])
+      const prefix = head.body.subarray(0, head.body.length - '--dropcode-test-boundary--\r\n'.length)
+      const req = http.request(`${url}/upload/chunk`, {
+        method: 'POST',
+        headers: { 'x-client-key': API_KEY, 'content-type': head.contentType, 'content-length': String(64 * MiB) }
+      })
+      req.on('error', () => resolve())
+      req.write(prefix)
+      req.write('--dropcode-test-boundary\r\ncontent-disposition: form-data; name="chunk"; filename="b"\r\n\r\n')
+      req.write(bytes(7 * MiB), () => setTimeout(() => { req.destroy(); resolve() }, 200))
+    })
+    await eventually(async () => {
+      const v = await post(url, '/upload/verify', [['upload_id', id]])
+      if (v.body.received_chunks !== 0) throw new Error('recorded')
+    })
+    await eventually(async () => {
+      const again = await sendChunk(url, id, 0, bytes(7 * MiB)) // the lock was released
+      if (again.status !== 200) throw new Error(String(again.status))
+    })
+    t.pass('the chunk can be sent again at once')
+  })
+
+  t.test('chunked: an abandoned session expires and the sweeper removes its storage', async t => {
+    const running = await start(t, { SESSION_TTL_SECONDS: '1', SWEEP_GRACE_SECONDS: '0' })
+    const { url } = running
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '3']])
+    await sendChunk(url, id, 0, bytes(300_000))
+    await sendChunk(url, id, 2, bytes(10))
+    t.ok((await listStored(running.config)).length > 0 || pair === 's3+redis', 'chunks are stored')
+    await new Promise(resolve => setTimeout(resolve, 1300))
+    t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404, 'expired')
+    t.same(await running.app.sweeper.sweepOnce(), { deleted: 1, failed: 0 })
+    t.same(await listStored(running.config), [], 'nothing left: no chunks, no unfinished upload')
+  })
+}
