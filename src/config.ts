@@ -21,6 +21,7 @@ const Int = (min: number, max: number, def?: number) =>
 /** Every environment variable dropcode reads. Integer values are decimal strings checked against `minimum`/`maximum` after parsing. */
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', minLength: 1 }),
+  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
   PORT: Int(0, 65535, 3000),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map(l => Type.Literal(l)), { default: 'info' }),
   API_KEYS: Type.Optional(Type.String({ pattern: '^\\s*[!-+\\--~]+\\s*(,\\s*[!-+\\--~]+\\s*)*$' })),
@@ -82,6 +83,11 @@ export type StateConfig =
 
 export interface Config {
   host: string
+  /**
+   * Which peers may set X-Forwarded-For / X-Request-Id: false (none: the socket address is the
+   * client), a hop count, or a list of addresses/CIDRs (e.g. the load balancer's subnet).
+   */
+  trustProxy: false | number | string[]
   port: number
   logLevel: string
   apiKeys: string[]
@@ -193,8 +199,14 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
   const apiKeyGenerated = apiKeys.length === 0
   if (apiKeyGenerated) apiKeys.push(randomBytes(24).toString('base64url'))
 
+  const trustProxy = e.TRUST_PROXY === 'false'
+    ? false
+    : /^[0-9]+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY.split(',').map(a => a.trim())
+  if (e.TRUST_PROXY === 'true') throw new ConfigError('invalid TRUST_PROXY="true": trusting every peer lets any client spoof its address; give a hop count or the proxies\' addresses/CIDRs')
+
   return {
     host: e.HOST,
+    trustProxy,
     port: int('PORT'),
     logLevel: e.LOG_LEVEL,
     apiKeys,

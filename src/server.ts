@@ -28,6 +28,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (closing) return
     closing = true
     app.log.info({ signal, graceMs: config.shutdownGraceMs }, 'shutting down: finishing in-flight requests')
+    app.startDraining()
     // Transfers still running after the grace period (a stalled client, say) are cut, so a
     // shutdown always ends; a cut download has been counted, a cut upload leaves nothing.
     setTimeout(() => {

@@ -84,3 +84,22 @@ t.test('shutdown is bounded by SHUTDOWN_GRACE_SECONDS even with a stalled downlo
   const took = Date.now() - t0
   t.ok(took >= 900 && took < 10_000, `stopped after ${took} ms`)
 })
+
+t.test('a shutdown during an upload leaves nothing behind', async t => {
+  const dataDir = t.testdir()
+  const server = await startServer({ DATA_DIR: dataDir, API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
+  const { default: http } = await import('node:http')
+  const req = http.request(`${server.url}/upload`, {
+    method: 'POST',
+    headers: { 'x-client-key': 'k', 'content-type': 'multipart/form-data; boundary=x', 'content-length': String(256 * 1024 * 1024) }
+  })
+  req.on('error', () => {})
+  req.write('--x\r\ncontent-disposition: form-data; name="file"; filename="a"\r\n\r\n')
+  await new Promise<void>(resolve => req.write(Buffer.alloc(4 * 1024 * 1024), () => resolve()))
+  t.equal(await stop(server), 0, 'clean exit after the grace period')
+  req.destroy()
+  const { readdirSync, existsSync } = await import('node:fs')
+  const blobs = path.join(dataDir, 'blobs')
+  const left = existsSync(blobs) ? readdirSync(blobs, { recursive: true, withFileTypes: true }).filter(e => e.isFile()) : []
+  t.same(left.map(e => e.name), [], 'no object or partial file')
+})

@@ -60,6 +60,8 @@ export function frameworkError (raw: FastifyError, req: FastifyRequest, reply: F
 export default fp(async function errorHandler (app: FastifyInstance) {
   app.setErrorHandler((raw, req, reply) => {
     const err = toDropcodeError(raw)
+    if (err.code === 'DROPCODE_STATE_UNAVAILABLE') app.metrics?.backendError('state')
+    if (err.code === 'DROPCODE_STORAGE_UNAVAILABLE') app.metrics?.backendError('storage')
     if (err.statusCode >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed')
     else req.log.info({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
     return sendError(err, req, reply)

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { createFileService, type FileService } from '../services/files.js'
+import { InFlight } from '../services/in-flight.js'
 import { createSessionService, type SessionService } from '../services/sessions.js'
 import { createSweeper, type Sweeper } from '../services/sweeper.js'
 
@@ -16,10 +17,13 @@ declare module 'fastify' {
 
 export default fp(async function services (app: FastifyInstance, opts: { config: Config, now: () => number }) {
   const { config, now } = opts
+  const inFlight = new InFlight()
   const files = createFileService({
     blobs: app.blobs,
     state: app.state,
     log: app.log,
+    metrics: app.metrics,
+    inFlight,
     now,
     maxFileSize: config.limits.maxFileSize,
     graceMs: config.sweeper.graceMs,
@@ -31,15 +35,21 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     state: app.state,
     files,
     log: app.log,
+    metrics: app.metrics,
+    inFlight,
     now,
     maxChunkSize: config.limits.maxChunkSize,
     maxFileSize: config.limits.maxFileSize,
     sessionTtlMs: config.sessionTtlMs,
     graceMs: config.sweeper.graceMs
   }))
-  const sweeper = createSweeper({ blobs: app.blobs, state: app.state, log: app.log.child({ component: 'sweeper' }), now, intervalMs: config.sweeper.intervalMs })
+  const sweeper = createSweeper({ blobs: app.blobs, state: app.state, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs })
   app.decorate('sweeper', sweeper)
   app.addHook('onReady', async () => sweeper.start())
-  // Before the stores close (onClose hooks run in reverse registration order).
-  app.addHook('onClose', () => sweeper.stop())
-}, { name: 'services', dependencies: ['stores'] })
+  // Root-level onClose hooks run in reverse registration order, so this runs before the
+  // stores close: cut uploads finish deleting what they stored, the sweeper stops.
+  app.addHook('onClose', async () => {
+    await inFlight.drain(10_000)
+    await sweeper.stop()
+  })
+}, { name: 'services', dependencies: ['stores', 'observability'] })

@@ -11,7 +11,7 @@ import { readForm } from '../http/multipart-form.js'
 import { apiKeyGuard, requireMultipart } from '../plugins/auth.js'
 import { checkUploadId } from '../services/sessions.js'
 import { positiveInt } from './fields.js'
-import { ErrorBody, UploadResponse } from './schemas.js'
+import { errorResponses, ExpiryHours, MaxDownloads, UploadId, UploadResponse } from './schemas.js'
 
 const StartResponse = Type.Object({ upload_id: Type.String() })
 const ChunkResponse = Type.Object({
@@ -29,7 +29,7 @@ const VerifyResponse = Type.Object({
   max_downloads: Type.Integer(),
   expiry_hours: Type.Integer()
 })
-const errors = { '4xx': ErrorBody, '5xx': ErrorBody }
+const common = { tags: ['chunked upload'], security: [{ apiKey: [] }] }
 
 /** A form with text fields only (a file part is refused). */
 const fieldsOnly = <F extends string>(req: Parameters<typeof readForm>[0], names: readonly F[]) =>
@@ -51,7 +51,20 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
   const { limits } = config
   const onRequest = [apiKeyGuard(config.apiKeys), requireMultipart]
 
-  app.post('/upload/start', { onRequest, schema: { response: { 200: StartResponse, ...errors } } }, async (req) => {
+  app.post('/upload/start', {
+    onRequest,
+    schema: {
+      ...common,
+      summary: 'Open a chunked upload session',
+      multipart: Type.Object({
+        filename: Type.String({ description: 'Name of the file being uploaded.' }),
+        total_chunks: Type.Integer({ minimum: 1, description: 'Chunks the session expects (1…MAX_TOTAL_CHUNKS).' }),
+        max_downloads: MaxDownloads,
+        expiry_hours: ExpiryHours
+      }),
+      response: { 200: StartResponse, ...errorResponses(400, 401, 500, 503) }
+    }
+  }, async (req) => {
     const { fields } = await fieldsOnly(req, ['filename', 'total_chunks', 'max_downloads', 'expiry_hours'] as const)
     const filename = required('filename', fields.filename)
     if (filename.trim() === '') throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Field "filename" must not be empty.')
@@ -64,7 +77,19 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
     return { upload_id: await app.sessions.start(settings) }
   })
 
-  app.post('/upload/chunk', { onRequest, schema: { response: { 200: ChunkResponse, ...errors } } }, async (req) => {
+  app.post('/upload/chunk', {
+    onRequest,
+    schema: {
+      ...common,
+      summary: 'Upload one chunk (upload_id and chunk_index before the chunk part)',
+      multipart: Type.Object({
+        upload_id: UploadId,
+        chunk_index: Type.Integer({ minimum: 0, description: '0-based index of this chunk.' }),
+        chunk: Type.String({ format: 'binary', description: 'The chunk data (at most MAX_CHUNK_SIZE bytes).' })
+      }),
+      response: { 200: ChunkResponse, ...errorResponses(400, 401, 404, 409, 413, 500, 503) }
+    }
+  }, async (req) => {
     let index = -1
     const form = await readForm(req, 'chunk', ['upload_id', 'chunk_index'] as const, {
       store: async (stream, _filename, before) => {
@@ -85,7 +110,10 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
     return { success: true, received_chunks: form.file.received, total_chunks: form.file.total, chunk_index: index }
   })
 
-  app.post('/upload/verify', { onRequest, schema: { response: { 200: VerifyResponse, ...errors } } }, async (req) => {
+  app.post('/upload/verify', {
+    onRequest,
+    schema: { ...common, summary: 'Which chunks have arrived', multipart: Type.Object({ upload_id: UploadId }), response: { 200: VerifyResponse, ...errorResponses(400, 401, 404, 500, 503) } }
+  }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)
     const { session, received } = await app.sessions.status(checkUploadId(fields.upload_id))
     const have = new Set(received)
@@ -102,7 +130,16 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
     }
   })
 
-  app.post('/upload/complete', { onRequest, schema: { response: { 200: UploadResponse, ...errors } } }, async (req) => {
+  app.post('/upload/complete', {
+    onRequest,
+    schema: {
+      ...common,
+      summary: 'Complete a session: assemble the chunks and answer the download code',
+      description: '400 with missing_chunks while chunks are missing; 409 while another complete runs; the same code when repeated.',
+      multipart: Type.Object({ upload_id: UploadId }),
+      response: { 200: UploadResponse, ...errorResponses(400, 401, 404, 409, 413, 500, 503) }
+    }
+  }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)
     return { code: await app.sessions.complete(checkUploadId(fields.upload_id)) }
   })

@@ -2,11 +2,11 @@
 import type { FastifyInstance } from 'fastify'
 import { isCode } from '../ids.js'
 import { FileNotFound } from '../services/files.js'
-import { DeleteResponse, ErrorBody } from './schemas.js'
+import { DeleteResponse, errorResponses } from './schemas.js'
 
 export default async function deleteRoutes (app: FastifyInstance) {
   app.delete('/delete/:code', {
-    schema: { response: { 200: DeleteResponse, '4xx': ErrorBody, '5xx': ErrorBody } }
+    schema: { summary: 'Delete a file by its code', tags: ['delete'], response: { 200: DeleteResponse, ...errorResponses(404, 500, 503) } }
   }, async (req) => {
     const { code } = req.params as { code: string }
     if (!isCode(code)) throw new FileNotFound('unknown')

@@ -28,18 +28,42 @@ function codeParam (params: unknown): string {
   return code
 }
 
+/** Malformed codes are refusals too (counted as unknown). */
+function refuse (app: FastifyInstance, params: unknown): string {
+  try {
+    return codeParam(params)
+  } catch (err) {
+    app.metrics.downloadRefused('unknown')
+    throw err
+  }
+}
+
 export default async function downloadRoutes (app: FastifyInstance) {
   const config = { htmlErrors: true }
+  const html = { description: 'Friendly HTML error page.', content: { 'text/html': { schema: { type: 'string' } } } }
+  const documentedResponses = {
+    200: { description: 'The file, as an attachment.', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+    404: { ...html, description: 'Unknown, malformed, expired, exhausted or deleted code (HTML page).' },
+    500: html,
+    503: html
+  }
 
-  app.get('/download/:code', { config, exposeHeadRoute: false }, async (req, reply) => {
-    const download = await app.files.startDownload(codeParam(req.params))
-    reply.raw.once('close', () => download.finish())
+  app.get('/download/:code', {
+    config,
+    exposeHeadRoute: false,
+    schema: { summary: 'Download a file (uses one download)', tags: ['download'], documentedResponses }
+  }, async (req, reply) => {
+    const download = await app.files.startDownload(refuse(app, req.params))
+    reply.raw.once('close', () => download.finish(reply.raw.writableFinished))
     fileHeaders(reply, download.file)
     return reply.send(download.body)
   })
 
-  app.head('/download/:code', { config }, async (req, reply) => {
-    fileHeaders(reply, await app.files.lookup(codeParam(req.params)))
+  app.head('/download/:code', {
+    config,
+    schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], documentedResponses }
+  }, async (req, reply) => {
+    fileHeaders(reply, await app.files.lookup(refuse(app, req.params)))
     return reply.send()
   })
 }

@@ -5,14 +5,24 @@ import { DropcodeError } from '../errors.js'
 import { readForm } from '../http/multipart-form.js'
 import { apiKeyGuard, requireMultipart } from '../plugins/auth.js'
 import { positiveInt } from './fields.js'
-import { ErrorBody, UploadResponse } from './schemas.js'
+import { Type } from 'typebox'
+import { errorResponses, ExpiryHours, MaxDownloads, UploadResponse } from './schemas.js'
 
 export default async function uploadRoutes (app: FastifyInstance, { config }: { config: Config }) {
   const { limits } = config
   app.post('/upload', {
     onRequest: [apiKeyGuard(config.apiKeys), requireMultipart],
     schema: {
-      response: { 200: UploadResponse, '4xx': ErrorBody, '5xx': ErrorBody }
+      summary: 'Upload one file',
+      description: 'Fields may come before or after the file. Answers the download code.',
+      tags: ['upload'],
+      security: [{ apiKey: [] }],
+      multipart: Type.Object({
+        file: Type.String({ format: 'binary', description: 'The file (exactly one).' }),
+        max_downloads: MaxDownloads,
+        expiry_hours: ExpiryHours
+      }),
+      response: { 200: UploadResponse, ...errorResponses(400, 401, 413, 500, 503) }
     }
   }, async (req) => {
     const form = await readForm(req, 'file', ['max_downloads', 'expiry_hours'] as const, {

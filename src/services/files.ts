@@ -17,6 +17,9 @@ import { BlobNotFoundError, type BlobStore } from '../blob/index.js'
 import { DropcodeError } from '../errors.js'
 import { cleanFilename, contentTypeFor } from '../http/filename.js'
 import { newBlobKey, newCode } from '../ids.js'
+import { ByteCounter } from '../blob/byte-counter.js'
+import type { Metrics } from '../metrics.js'
+import type { InFlight } from './in-flight.js'
 import type { FileRecord, StateStore, Unavailable } from '../state/index.js'
 
 const HOUR = 3_600_000
@@ -31,14 +34,20 @@ export interface StoredBlob {
 export interface Download {
   file: FileRecord
   body: Readable
-  /** Call once the response is over (sent or aborted); deletes the object after the last download. */
-  finish (): void
+  /**
+   * Call once the response is over; `complete` when every byte went out. Deletes the object
+   * after the last permitted download (sent or not: a claimed download counts).
+   */
+  finish (complete: boolean): void
 }
 
 export interface FileServiceOptions {
   blobs: BlobStore
   state: StateStore
   log: FastifyBaseLogger
+  metrics: Metrics
+  /** Uploads and object deletions are tracked so a shutdown waits for their cleanup. */
+  inFlight: InFlight
   /** Epoch ms. */
   now: () => number
   /** Bytes. */
@@ -67,44 +76,54 @@ export class FileNotFound extends DropcodeError {
 export type FileService = ReturnType<typeof createFileService>
 
 export function createFileService (opts: FileServiceOptions) {
-  const { blobs, state, log, now } = opts
+  const { blobs, state, log, metrics, now } = opts
+  const notFound = (reason: Unavailable) => {
+    metrics.downloadRefused(reason)
+    return new FileNotFound(reason)
+  }
 
   /** Deletes an object and its index entry; on failure the sweeper retries at its deadline. */
-  async function dropBlob (key: string) {
+  function dropBlob (key: string): Promise<void> {
+    return opts.inFlight.track((async () => {
+      try {
+        await blobs.delete(key)
+        await state.forgetBlob(key)
+      } catch (err) {
+        log.warn({ err, blobKey: key }, 'could not delete object now; the sweeper will retry')
+      }
+    })())
+  }
+
+  async function receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
+    const key = newBlobKey()
     try {
-      await blobs.delete(key)
-      await state.forgetBlob(key)
+      await state.scheduleBlobCleanup(key, now() + opts.uploadTimeoutMs)
     } catch (err) {
-      log.warn({ err, blobKey: key }, 'could not delete object now; the sweeper will retry')
+      body.resume() // let the parser finish reading the request
+      throw err
+    }
+    const limited = new SizeLimit(opts.maxFileSize)
+    pipeline(body, limited, () => {})
+    try {
+      const { size } = await blobs.put(key, limited, { contentType: 'application/octet-stream' })
+      return { key, size, filename: cleanFilename(rawFilename) }
+    } catch (err) {
+      body.destroy()
+      await dropBlob(key)
+      throw err
     }
   }
 
   return {
     /** Streams an upload body into a new object, enforcing MAX_FILE_SIZE. */
-    async receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
-      const key = newBlobKey()
-      try {
-        await state.scheduleBlobCleanup(key, now() + opts.uploadTimeoutMs)
-      } catch (err) {
-        body.resume() // let the parser finish reading the request
-        throw err
-      }
-      const limited = new SizeLimit(opts.maxFileSize)
-      pipeline(body, limited, () => {})
-      try {
-        const { size } = await blobs.put(key, limited, { contentType: 'application/octet-stream' })
-        return { key, size, filename: cleanFilename(rawFilename) }
-      } catch (err) {
-        body.destroy()
-        await dropBlob(key)
-        throw err
-      }
+    receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
+      return opts.inFlight.track(receive(body, rawFilename))
     },
 
     discard: (blob: StoredBlob) => dropBlob(blob.key),
 
     /** Registers a stored object under a fresh code; deletes the object if that fails. */
-    async publish (blob: StoredBlob, settings: { maxDownloads: number, expiryHours: number }): Promise<FileRecord> {
+    async publish (blob: StoredBlob, settings: { maxDownloads: number, expiryHours: number }, kind: 'single' | 'chunked' = 'single'): Promise<FileRecord> {
       const createdAt = now()
       const expiresAt = createdAt + settings.expiryHours * HOUR
       try {
@@ -120,7 +139,10 @@ export function createFileService (opts: FileServiceOptions) {
             createdAt,
             expiresAt
           }
-          if (await state.createFile(file, expiresAt + opts.graceMs)) return file
+          if (await state.createFile(file, expiresAt + opts.graceMs)) {
+            metrics.uploaded(kind, file.size)
+            return file
+          }
           log.warn({ attempt }, 'download code collision; drawing another')
         }
         throw new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: new Error('no free download code after several draws') })
@@ -133,14 +155,14 @@ export function createFileService (opts: FileServiceOptions) {
     /** A live file, without claiming a download (HEAD). */
     async lookup (code: string): Promise<FileRecord> {
       const found = await state.lookupFile(code, now())
-      if (!found.ok) throw new FileNotFound(found.reason)
+      if (!found.ok) throw notFound(found.reason)
       return found.file
     },
 
     /** Claims one download and opens the object. */
     async startDownload (code: string): Promise<Download> {
       const claim = await state.claimDownload(code, now())
-      if (!claim.ok) throw new FileNotFound(claim.reason)
+      if (!claim.ok) throw notFound(claim.reason)
       const { file, last } = claim
       let body: Readable
       try {
@@ -148,18 +170,22 @@ export function createFileService (opts: FileServiceOptions) {
       } catch (err) {
         if (err instanceof BlobNotFoundError) {
           log.error({ blobKey: file.blobKey }, 'file record points at a missing object')
-          throw new FileNotFound('unknown')
+          throw notFound('unknown')
         }
         await state.refundDownload(code).catch(e => log.error({ err: e }, 'could not refund a download claim'))
         throw err
       }
+      const counter = new ByteCounter()
+      pipeline(body, counter, () => {})
       let finished = false
       return {
         file,
-        body,
-        finish () {
+        body: counter,
+        finish (complete) {
           if (finished) return
           finished = true
+          counter.destroy() // stops reading storage if the client went away
+          metrics.downloadEnded(counter.bytes, complete)
           if (last) dropBlob(file.blobKey).catch(() => {})
         }
       }
@@ -168,7 +194,7 @@ export function createFileService (opts: FileServiceOptions) {
     /** Deletes a live file: record first (atomically), then its object. */
     async remove (code: string): Promise<void> {
       const removed = await state.deleteFile(code, now())
-      if (!removed.ok) throw new FileNotFound(removed.reason)
+      if (!removed.ok) throw new FileNotFound(removed.reason) // not a download refusal
       await dropBlob(removed.file.blobKey)
     }
   }

@@ -17,6 +17,8 @@ import { DropcodeError } from '../errors.js'
 import { cleanFilename } from '../http/filename.js'
 import { newBlobKey } from '../ids.js'
 import type { SessionView, StateStore } from '../state/index.js'
+import type { Metrics } from '../metrics.js'
+import type { InFlight } from './in-flight.js'
 import { SizeLimit, type FileService } from './files.js'
 
 const LOCK_MS = 120_000 // a chunk's lock; extended every LOCK_MS / 4 while it streams
@@ -28,6 +30,9 @@ export interface SessionServiceOptions {
   state: StateStore
   files: FileService
   log: FastifyBaseLogger
+  metrics: Metrics
+  /** Chunk uploads are tracked so a shutdown waits for their cleanup. */
+  inFlight: InFlight
   now: () => number
   /** Bytes. */
   maxChunkSize: number
@@ -67,6 +72,55 @@ export function createSessionService (opts: SessionServiceOptions) {
       .catch(err => log.warn({ err }, 'could not discard a replaced chunk; the sweeper removes it with the session'))
   }
 
+  async function receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
+    const begun = await state.beginChunk(id, index, now() + LOCK_MS, timing())
+    if (!begun.ok) {
+      throw begun.reason === 'unknown'
+        ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+        : new DropcodeError('DROPCODE_SESSION_BUSY', begun.reason === 'locked' ? `Chunk ${index} is being uploaded by another request.` : undefined)
+    }
+    const { session } = begun
+    if (index >= session.totalChunks) {
+      await state.abortChunk(id, index)
+      throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
+    }
+    const heartbeat = setInterval(() => {
+      state.extendChunkLock(id, index, now() + LOCK_MS).catch(() => {})
+    }, LOCK_MS / 4)
+    const limited = new SizeLimit(opts.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE')
+    pipeline(body, limited, () => {})
+    let receipt: ChunkReceipt
+    try {
+      receipt = await blobs.putChunk(session.blobKey, session.handle, {
+        index,
+        total: session.totalChunks,
+        body: limited,
+        settleLayout: wanted => state.settleLayout(id, wanted)
+      })
+    } catch (err) {
+      body.destroy()
+      discard(session.blobKey, session.handle, await state.abortChunk(id, index).catch(() => null))
+      throw err
+    } finally {
+      clearInterval(heartbeat)
+    }
+    const json = JSON.stringify(receipt)
+    const committed = await state.commitChunk(id, index, json, timing()).catch(err => {
+      discard(session.blobKey, session.handle, json)
+      throw err
+    })
+    if (committed === null) {
+      discard(session.blobKey, session.handle, json)
+      throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+    }
+    if (committed.previous !== null && committed.previous !== json) discard(session.blobKey, session.handle, committed.previous)
+    if (committed.bytes > opts.maxFileSize) {
+      discard(session.blobKey, session.handle, await state.abortChunk(id, index))
+      throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+    }
+    return { received: committed.received, total: session.totalChunks }
+  }
+
   return {
     async start (settings: SessionSettings): Promise<string> {
       const id = randomBytes(16).toString('base64url')
@@ -84,57 +138,13 @@ export function createSessionService (opts: SessionServiceOptions) {
         expiryHours: settings.expiryHours,
         createdAt: now()
       }, timing())
+      opts.metrics.session('opened')
       return id
     },
 
     /** Streams one chunk into the session's storage and records it. */
-    async receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
-      const begun = await state.beginChunk(id, index, now() + LOCK_MS, timing())
-      if (!begun.ok) {
-        throw begun.reason === 'unknown'
-          ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-          : new DropcodeError('DROPCODE_SESSION_BUSY', begun.reason === 'locked' ? `Chunk ${index} is being uploaded by another request.` : undefined)
-      }
-      const { session } = begun
-      if (index >= session.totalChunks) {
-        await state.abortChunk(id, index)
-        throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
-      }
-      const heartbeat = setInterval(() => {
-        state.extendChunkLock(id, index, now() + LOCK_MS).catch(() => {})
-      }, LOCK_MS / 4)
-      const limited = new SizeLimit(opts.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE')
-      pipeline(body, limited, () => {})
-      let receipt: ChunkReceipt
-      try {
-        receipt = await blobs.putChunk(session.blobKey, session.handle, {
-          index,
-          total: session.totalChunks,
-          body: limited,
-          settleLayout: wanted => state.settleLayout(id, wanted)
-        })
-      } catch (err) {
-        body.destroy()
-        discard(session.blobKey, session.handle, await state.abortChunk(id, index).catch(() => null))
-        throw err
-      } finally {
-        clearInterval(heartbeat)
-      }
-      const json = JSON.stringify(receipt)
-      const committed = await state.commitChunk(id, index, json, timing()).catch(err => {
-        discard(session.blobKey, session.handle, json)
-        throw err
-      })
-      if (committed === null) {
-        discard(session.blobKey, session.handle, json)
-        throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-      }
-      if (committed.previous !== null && committed.previous !== json) discard(session.blobKey, session.handle, committed.previous)
-      if (committed.bytes > opts.maxFileSize) {
-        discard(session.blobKey, session.handle, await state.abortChunk(id, index))
-        throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
-      }
-      return { received: committed.received, total: session.totalChunks }
+    receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
+      return opts.inFlight.track(receiveChunk(id, index, body))
     },
 
     async status (id: string): Promise<SessionView> {
@@ -167,8 +177,9 @@ export function createSessionService (opts: SessionServiceOptions) {
         const file = await files.publish({ key: session.blobKey, size, filename: session.filename }, {
           maxDownloads: session.maxDownloads,
           expiryHours: session.expiryHours
-        })
+        }, 'chunked')
         await state.finishSession(id, file.code, opts.sessionTtlMs)
+        opts.metrics.session('completed')
         return file.code
       } catch (err) {
         await state.releaseCompletion(id).catch(() => {})

@@ -7,12 +7,14 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { BlobStore } from '../blob/index.js'
+import type { Metrics } from '../metrics.js'
 import type { StateStore } from '../state/index.js'
 
 export interface SweeperOptions {
   blobs: BlobStore
   state: StateStore
   log: FastifyBaseLogger
+  metrics: Metrics
   /** Epoch ms. */
   now: () => number
   /** ms between sweeps; 0 = no timer. */
@@ -55,6 +57,7 @@ export function createSweeper (opts: SweeperOptions) {
       if (keys.length < batchSize || result.failed > 0) break
     }
     if (result.deleted + result.failed > 0) log.info(result, 'sweep finished')
+    opts.metrics.sweep(result.deleted, result.failed)
     return result
   }
 

@@ -1,0 +1,42 @@
+/**
+ * Metrics and request logs. One log line per request (route, status, bytes, duration; codes in
+ * URLs masked by logging.ts), the request-duration histogram, and GET /metrics.
+ */
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import { maskUrl } from '../logging.js'
+import { createMetrics, type Metrics } from '../metrics.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: Metrics
+  }
+}
+
+export default fp(async function observability (app: FastifyInstance, opts: { now: () => number }) {
+  const metrics = createMetrics({ dueObjects: () => app.state.countDueBlobs(opts.now()) })
+  app.decorate('metrics', metrics)
+
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched'
+    const status = reply.statusCode
+    metrics.request(req.method, route, status, reply.elapsedTime / 1000)
+    const fields = {
+      method: req.method,
+      route,
+      url: maskUrl(req.url),
+      status,
+      ms: Math.round(reply.elapsedTime),
+      bytesIn: Number(req.headers['content-length'] ?? 0),
+      bytesOut: Number(reply.getHeader('content-length') ?? 0),
+      ip: req.ip
+    }
+    if (status >= 500) req.log.error(fields, 'request')
+    else req.log.info(fields, 'request')
+  })
+
+  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
+    reply.type(metrics.registry.contentType)
+    return await metrics.registry.metrics()
+  })
+}, { name: 'observability', dependencies: ['stores'] })
