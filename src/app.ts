@@ -3,7 +3,7 @@
  * dependency order, and this list is the architecture:
  *
  *   error handler → OpenAPI → multipart parser → stores (BlobStore + StateStore) →
- *   observability (metrics, request logs) → services (files, sessions, sweeper) →
+ *   observability (metrics, request logs) → rate limits → services (files, sessions, sweeper) →
  *   routes (health, upload, chunked upload, download, delete)
  */
 import { randomUUID } from 'node:crypto'
@@ -13,8 +13,9 @@ import multipart from '@fastify/multipart'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
 import { loggerOptions } from './logging.js'
-import errorHandler, { frameworkError } from './plugins/error-handler.js'
+import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js'
 import observability from './plugins/observability.js'
+import rateLimit from './plugins/rate-limit.js'
 import openapi from './plugins/openapi.js'
 import services from './plugins/services.js'
 import stores from './plugins/stores.js'
@@ -65,16 +66,17 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
     // JSON bodies are never accepted; keep the non-multipart limit small.
     bodyLimit: 64 * 1024,
     // Long uploads and downloads: no whole-request deadline (a 1 GiB transfer on a slow link
-    // takes long); idle sockets are still closed by keepAliveTimeout.
+    // takes long). A socket with no traffic in either direction for 2 minutes is closed, so a
+    // client that stalls mid-body cannot hold a stream, a lock or a temp file for ever.
     requestTimeout: 0,
+    connectionTimeout: 120_000,
     // Idle keep-alive sockets close after 72 s: longer than the 60 s idle timeout of common load
     // balancers (AWS ALB), so the balancer, not dropcode, closes them and never reuses a socket
     // we are closing.
     keepAliveTimeout: 72_000,
-    // Headers must arrive within 30 s (slowloris); the body may take as long as it moves.
-    connectionTimeout: 0,
     return503OnClosing: true,
-    frameworkErrors: frameworkError
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError
   })
 
   app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })
@@ -101,6 +103,7 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
   })
   await app.register(stores, { config, now, ...(overrides.s3Client ? { s3Client: overrides.s3Client } : {}) })
   await app.register(observability, { now })
+  await app.register(rateLimit, { config })
   await app.register(services, { config, now })
   await app.register(healthRoutes)
   await app.register(uploadRoutes, { config })

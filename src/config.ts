@@ -51,6 +51,9 @@ export const EnvSchema = Type.Object({
   MAX_TOTAL_CHUNKS: Int(1, 10_000, 10_000),
   MAX_CHUNK_SIZE: Int(1, 5 * GiB, 100 * MiB),
   SESSION_TTL_SECONDS: Int(1, 30 * 86_400, 86_400),
+  RATE_LIMIT_WINDOW_SECONDS: Int(1, 86_400, 60),
+  RATE_LIMIT_FAILED_LOOKUPS: Int(0, 1_000_000, 0),
+  RATE_LIMIT_UPLOADS: Int(0, 1_000_000, 0),
   SWEEP_INTERVAL_SECONDS: Int(0, 86_400, 60),
   SWEEP_GRACE_SECONDS: Int(0, 86_400, 600),
   UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600),
@@ -110,6 +113,14 @@ export interface Config {
   }
   /** ms a chunked session lives without activity. */
   sessionTtlMs: number
+  rateLimits: {
+    /** ms of one counting window. */
+    windowMs: number
+    /** Failed code lookups (download/delete 404s) allowed per client address per window; 0 = no limit. */
+    failedLookups: number
+    /** Upload-endpoint requests allowed per API key per window; 0 = no limit. */
+    uploads: number
+  }
   sweeper: {
     /** ms between sweeps; 0 disables the timer (sweeps can still be run by hand). */
     intervalMs: number
@@ -222,6 +233,11 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       maxChunkSize: int('MAX_CHUNK_SIZE')
     },
     sessionTtlMs: int('SESSION_TTL_SECONDS') * 1000,
+    rateLimits: {
+      windowMs: int('RATE_LIMIT_WINDOW_SECONDS') * 1000,
+      failedLookups: int('RATE_LIMIT_FAILED_LOOKUPS'),
+      uploads: int('RATE_LIMIT_UPLOADS')
+    },
     sweeper: {
       intervalMs: int('SWEEP_INTERVAL_SECONDS') * 1000,
       graceMs: int('SWEEP_GRACE_SECONDS') * 1000

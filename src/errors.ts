@@ -7,6 +7,7 @@
 export const ERROR_CATALOGUE = {
   DROPCODE_UNAUTHORIZED: { status: 401, message: 'Missing or invalid API key: send a valid key in the X-Client-Key header.' },
   DROPCODE_BAD_REQUEST: { status: 400, message: 'Bad request.' },
+  DROPCODE_HEADERS_TOO_LARGE: { status: 431, message: 'The request headers are too large.' },
   DROPCODE_NOT_MULTIPART: { status: 400, message: 'The request body must be multipart/form-data.' },
   DROPCODE_MALFORMED_MULTIPART: { status: 400, message: 'The multipart/form-data body is malformed or incomplete.' },
   DROPCODE_MISSING_FILE: { status: 400, message: 'Missing file: send it as the multipart file field "file".' },
@@ -23,6 +24,7 @@ export const ERROR_CATALOGUE = {
   DROPCODE_SESSION_NOT_FOUND: { status: 404, message: 'No such upload session: it may have expired or been completed.' },
   DROPCODE_FILE_NOT_FOUND: { status: 404, message: 'No file with this code: it may have expired, reached its download limit, or been deleted.' },
   DROPCODE_ROUTE_NOT_FOUND: { status: 404, message: 'No such endpoint.' },
+  DROPCODE_RATE_LIMITED: { status: 429, message: 'Too many requests; try again after the time in the Retry-After header.' },
   DROPCODE_STATE_FULL: { status: 503, message: 'The service holds as many files as it is configured to; try again later.' },
   DROPCODE_STATE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its state store; try again shortly.' },
   DROPCODE_STORAGE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its file storage; try again shortly.' },

@@ -5,6 +5,7 @@
  */
 import t, { type Test } from 'tap'
 import { API_KEY, eventually, startApp, testConfig, upload } from './helpers/app.js'
+import { post, sendChunk, startSession } from './helpers/chunks.js'
 import { startRedis } from './helpers/redis-server.js'
 import { recordingClient } from './helpers/s3-client.js'
 import { startS3 } from './helpers/s3.js'
@@ -92,4 +93,37 @@ t.test('S3 failing mid-upload of a multipart object: 503 and no unfinished uploa
   t.equal(res.status, 503)
   running.faults.clear()
   t.same(await listStored(running.config), [], 'no object and no unfinished multipart upload')
+})
+
+t.test('S3 failing during a chunk: 503, the chunk is missing, the session resumes', async t => {
+  const { url, faults } = await start(t)
+  const big = new Uint8Array(6 * 1024 * 1024).fill(7)
+  const id = await startSession(url, [['filename', 'r.bin'], ['total_chunks', '2']])
+  faults.add('UploadPartCommand')
+  const failed = await sendChunk(url, id, 0, big)
+  t.equal(failed.status, 503)
+  t.equal(failed.body.code, 'DROPCODE_STORAGE_UNAVAILABLE')
+  faults.clear()
+  t.same((await post(url, '/upload/verify', [['upload_id', id]])).body.missing_chunks, [0, 1])
+  t.equal((await sendChunk(url, id, 0, big)).status, 200, 'resent')
+  t.equal((await sendChunk(url, id, 1, Buffer.from('end'))).status, 200)
+  const done = await post(url, '/upload/complete', [['upload_id', id]])
+  t.equal(done.status, 200)
+  const res = await fetch(`${url}/download/${done.body.code as string}`)
+  t.equal((await res.arrayBuffer()).byteLength, big.length + 3)
+})
+
+t.test('S3 failing at completion: 503 and the session can complete again', async t => {
+  const { url, faults } = await start(t)
+  const id = await startSession(url, [['filename', 'c.bin'], ['total_chunks', '2']])
+  await sendChunk(url, id, 0, Buffer.from('ab'))
+  await sendChunk(url, id, 1, Buffer.from('cd'))
+  faults.add('CompleteMultipartUploadCommand')
+  faults.add('PutObjectCommand')
+  faults.add('GetObjectCommand')
+  t.equal((await post(url, '/upload/complete', [['upload_id', id]])).status, 503)
+  faults.clear()
+  const done = await post(url, '/upload/complete', [['upload_id', id]])
+  t.equal(done.status, 200)
+  t.equal(await (await fetch(`${url}/download/${done.body.code as string}`)).text(), 'abcd')
 })

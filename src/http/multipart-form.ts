@@ -35,6 +35,9 @@ function parserError (err: unknown): DropcodeError {
   if (LIMIT_CODES.has(code)) return new DropcodeError('DROPCODE_TOO_MANY_PARTS', undefined, undefined, { cause: err })
   if (code === 'FST_REQ_FILE_TOO_LARGE') return new DropcodeError('DROPCODE_FILE_TOO_LARGE', undefined, undefined, { cause: err })
   if (code === 'FST_INVALID_MULTIPART_CONTENT_TYPE') return new DropcodeError('DROPCODE_NOT_MULTIPART', undefined, undefined, { cause: err })
+  if (code === 'FST_PROTO_VIOLATION') {
+    return new DropcodeError('DROPCODE_INVALID_FIELD', 'Part names such as "__proto__" or "constructor" are refused.', undefined, { cause: err })
+  }
   return new DropcodeError('DROPCODE_MALFORMED_MULTIPART', undefined, undefined, { cause: err })
 }
 
@@ -66,11 +69,20 @@ export async function readForm<F extends string, T> (
       if (part.type === 'file') {
         if (fileField === '') throw new DropcodeError('DROPCODE_INVALID_FIELD', 'This endpoint takes no file part.')
         if (part.fieldname !== fileField) {
-          throw new DropcodeError('DROPCODE_INVALID_FIELD', `Unexpected file field "${part.fieldname.slice(0, 64)}": send the file as "${fileField}".`)
+          throw new DropcodeError('DROPCODE_INVALID_FIELD', `Unexpected file field "${String(part.fieldname ?? '').slice(0, 64)}": send the file as "${fileField}".`)
         }
         if (fileSeen) throw new DropcodeError('DROPCODE_TOO_MANY_FILES')
         fileSeen = true
-        file = await handler.store(part.file, part.filename, fields)
+        // An error of the file stream itself is the request's fault (a body cut inside the
+        // file, say), whatever the handler made of it: 400, not 500.
+        let streamError: unknown
+        part.file.once('error', (err: unknown) => { streamError = err })
+        try {
+          file = await handler.store(part.file, part.filename, fields)
+        } catch (err) {
+          if (streamError !== undefined && !isDropcodeError(err)) throw parserError(streamError)
+          throw err
+        }
         continue
       }
       if (!wanted.has(part.fieldname)) continue

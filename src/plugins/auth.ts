@@ -20,8 +20,15 @@ export function apiKeyGuard (keys: readonly string[]): onRequestAsyncHookHandler
   }
 }
 
-/** Rejects non-multipart bodies before any content-type parser runs (the interface wants 400). */
+// RFC 2046: 1–70 characters from bchars, quoted or (without spaces) bare.
+const BOUNDARY = /;\s*boundary=(?:"([0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?])"|([0-9A-Za-z'()+_\-.:=?]{1,70}))\s*(?:;|$)/i
+
+/**
+ * Rejects non-multipart bodies before any content-type parser runs (the interface wants 400),
+ * and boundaries that RFC 2046 does not allow (the parser would accept them).
+ */
 export const requireMultipart: onRequestAsyncHookHandler = async function requireMultipart (req) {
   const type = req.headers['content-type'] ?? ''
   if (!/^multipart\/form-data\s*;/i.test(type)) throw new DropcodeError('DROPCODE_NOT_MULTIPART')
+  if (!BOUNDARY.test(type)) throw new DropcodeError('DROPCODE_MALFORMED_MULTIPART', 'The multipart boundary is missing or malformed (1–70 characters, RFC 2046).')
 }

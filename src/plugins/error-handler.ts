@@ -57,6 +57,21 @@ export function frameworkError (raw: FastifyError, req: FastifyRequest, reply: F
   return sendError(new DropcodeError('DROPCODE_BAD_REQUEST', undefined, undefined, { cause: raw }), req, reply, false)
 }
 
+/**
+ * Errors Node's HTTP parser raises before fastify sees a request (oversized headers, a broken
+ * request line): answered in the catalogue's JSON shape, and the socket closed.
+ */
+export function clientError (err: Error & { code?: string }, socket: import('node:net').Socket): void {
+  if (!socket.writable) {
+    socket.destroy()
+    return
+  }
+  const e = new DropcodeError(err.code === 'HPE_HEADER_OVERFLOW' ? 'DROPCODE_HEADERS_TOO_LARGE' : 'DROPCODE_BAD_REQUEST')
+  const body = JSON.stringify({ error: e.message, code: e.code })
+  const reason = e.statusCode === 431 ? 'Request Header Fields Too Large' : 'Bad Request'
+  socket.end(`HTTP/1.1 ${e.statusCode} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+}
+
 export default fp(async function errorHandler (app: FastifyInstance) {
   app.setErrorHandler((raw, req, reply) => {
     const err = toDropcodeError(raw)
@@ -66,5 +81,9 @@ export default fp(async function errorHandler (app: FastifyInstance) {
     else req.log.info({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
     return sendError(err, req, reply)
   })
-  app.setNotFoundHandler((req, reply) => sendError(new DropcodeError('DROPCODE_ROUTE_NOT_FOUND'), req, reply))
+  // A download path the router could not match (`/download/%2E%2E`, say) is an unknown code,
+  // answered with the download error page.
+  app.setNotFoundHandler((req, reply) => req.url.startsWith('/download/')
+    ? sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
+    : sendError(new DropcodeError('DROPCODE_ROUTE_NOT_FOUND'), req, reply))
 }, { name: 'error-handler' })

@@ -49,7 +49,7 @@ const chunkIndex = (raw: string | undefined): number => {
 
 export default async function chunkedRoutes (app: FastifyInstance, { config }: { config: Config }) {
   const { limits } = config
-  const onRequest = [apiKeyGuard(config.apiKeys), requireMultipart]
+  const onRequest = [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart]
 
   app.post('/upload/start', {
     onRequest,
@@ -62,7 +62,7 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
         max_downloads: MaxDownloads,
         expiry_hours: ExpiryHours
       }),
-      response: { 200: StartResponse, ...errorResponses(400, 401, 500, 503) }
+      response: { 200: StartResponse, ...errorResponses(400, 401, 429, 500, 503) }
     }
   }, async (req) => {
     const { fields } = await fieldsOnly(req, ['filename', 'total_chunks', 'max_downloads', 'expiry_hours'] as const)
@@ -87,10 +87,11 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
         chunk_index: Type.Integer({ minimum: 0, description: '0-based index of this chunk.' }),
         chunk: Type.String({ format: 'binary', description: 'The chunk data (at most MAX_CHUNK_SIZE bytes).' })
       }),
-      response: { 200: ChunkResponse, ...errorResponses(400, 401, 404, 409, 413, 500, 503) }
+      response: { 200: ChunkResponse, ...errorResponses(400, 401, 429, 404, 409, 413, 500, 503) }
     }
   }, async (req) => {
     let index = -1
+    let id = ''
     const form = await readForm(req, 'chunk', ['upload_id', 'chunk_index'] as const, {
       store: async (stream, _filename, before) => {
         // The chunk is streamed to its place as it arrives, so its session must be known first.
@@ -98,9 +99,11 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
           throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
         }
         index = chunkIndex(before.chunk_index)
-        return await app.sessions.receiveChunk(checkUploadId(before.upload_id), index, stream)
+        id = checkUploadId(before.upload_id)
+        return await app.sessions.receiveChunk(id, index, stream)
       },
-      discard: async () => {} // a stored chunk stays valid whatever follows it
+      // The request failed after the chunk was stored (a second file, say): a 4xx records nothing.
+      discard: () => app.sessions.dropChunk(id, index)
     })
     if (form.file === undefined) {
       checkUploadId(form.fields.upload_id)
@@ -112,7 +115,7 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
 
   app.post('/upload/verify', {
     onRequest,
-    schema: { ...common, summary: 'Which chunks have arrived', multipart: Type.Object({ upload_id: UploadId }), response: { 200: VerifyResponse, ...errorResponses(400, 401, 404, 500, 503) } }
+    schema: { ...common, summary: 'Which chunks have arrived', multipart: Type.Object({ upload_id: UploadId }), response: { 200: VerifyResponse, ...errorResponses(400, 401, 429, 404, 500, 503) } }
   }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)
     const { session, received } = await app.sessions.status(checkUploadId(fields.upload_id))
@@ -137,7 +140,7 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
       summary: 'Complete a session: assemble the chunks and answer the download code',
       description: '400 with missing_chunks while chunks are missing; 409 while another complete runs; the same code when repeated.',
       multipart: Type.Object({ upload_id: UploadId }),
-      response: { 200: UploadResponse, ...errorResponses(400, 401, 404, 409, 413, 500, 503) }
+      response: { 200: UploadResponse, ...errorResponses(400, 401, 429, 404, 409, 413, 500, 503) }
     }
   }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)

@@ -6,7 +6,9 @@ import { DeleteResponse, errorResponses } from './schemas.js'
 
 export default async function deleteRoutes (app: FastifyInstance) {
   app.delete('/delete/:code', {
-    schema: { summary: 'Delete a file by its code', tags: ['delete'], response: { 200: DeleteResponse, ...errorResponses(404, 500, 503) } }
+    onRequest: app.rateLimits.lookupGate,
+    onResponse: app.rateLimits.lookupFailed,
+    schema: { summary: 'Delete a file by its code', tags: ['delete'], response: { 200: DeleteResponse, ...errorResponses(404, 429, 500, 503) } }
   }, async (req) => {
     const { code } = req.params as { code: string }
     if (!isCode(code)) throw new FileNotFound('unknown')

@@ -44,13 +44,17 @@ export default async function downloadRoutes (app: FastifyInstance) {
   const documentedResponses = {
     200: { description: 'The file, as an attachment.', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
     404: { ...html, description: 'Unknown, malformed, expired, exhausted or deleted code (HTML page).' },
+    429: { ...html, description: 'Too many failed lookups from this address (optional limit; Retry-After).' },
     500: html,
     503: html
   }
 
+  const { lookupGate, lookupFailed } = app.rateLimits
   app.get('/download/:code', {
     config,
     exposeHeadRoute: false,
+    onRequest: lookupGate,
+    onResponse: lookupFailed,
     schema: { summary: 'Download a file (uses one download)', tags: ['download'], documentedResponses }
   }, async (req, reply) => {
     const download = await app.files.startDownload(refuse(app, req.params))
@@ -61,6 +65,8 @@ export default async function downloadRoutes (app: FastifyInstance) {
 
   app.head('/download/:code', {
     config,
+    onRequest: lookupGate,
+    onResponse: lookupFailed,
     schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], documentedResponses }
   }, async (req, reply) => {
     fileHeaders(reply, await app.files.lookup(refuse(app, req.params)))

@@ -11,7 +11,7 @@ import { errorResponses, ExpiryHours, MaxDownloads, UploadResponse } from './sch
 export default async function uploadRoutes (app: FastifyInstance, { config }: { config: Config }) {
   const { limits } = config
   app.post('/upload', {
-    onRequest: [apiKeyGuard(config.apiKeys), requireMultipart],
+    onRequest: [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart],
     schema: {
       summary: 'Upload one file',
       description: 'Fields may come before or after the file. Answers the download code.',
@@ -22,7 +22,7 @@ export default async function uploadRoutes (app: FastifyInstance, { config }: { 
         max_downloads: MaxDownloads,
         expiry_hours: ExpiryHours
       }),
-      response: { 200: UploadResponse, ...errorResponses(400, 401, 413, 500, 503) }
+      response: { 200: UploadResponse, ...errorResponses(400, 401, 429, 413, 500, 503) }
     }
   }, async (req) => {
     const form = await readForm(req, 'file', ['max_downloads', 'expiry_hours'] as const, {

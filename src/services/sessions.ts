@@ -66,9 +66,9 @@ export function createSessionService (opts: SessionServiceOptions) {
     const at = now()
     return { now: at, ttlMs: opts.sessionTtlMs, blobDeadline: at + opts.sessionTtlMs + opts.graceMs }
   }
-  const discard = (blobKey: string, handle: string, receipt: string | null) => {
+  const discard = async (blobKey: string, handle: string, receipt: string | null) => {
     if (receipt === null) return
-    blobs.discardChunk(blobKey, handle, JSON.parse(receipt) as ChunkReceipt)
+    await blobs.discardChunk(blobKey, handle, JSON.parse(receipt) as ChunkReceipt)
       .catch(err => log.warn({ err }, 'could not discard a replaced chunk; the sweeper removes it with the session'))
   }
 
@@ -99,23 +99,23 @@ export function createSessionService (opts: SessionServiceOptions) {
       })
     } catch (err) {
       body.destroy()
-      discard(session.blobKey, session.handle, await state.abortChunk(id, index).catch(() => null))
+      await discard(session.blobKey, session.handle, await state.abortChunk(id, index).catch(() => null))
       throw err
     } finally {
       clearInterval(heartbeat)
     }
     const json = JSON.stringify(receipt)
-    const committed = await state.commitChunk(id, index, json, timing()).catch(err => {
-      discard(session.blobKey, session.handle, json)
+    const committed = await state.commitChunk(id, index, json, timing()).catch(async err => {
+      await discard(session.blobKey, session.handle, json)
       throw err
     })
     if (committed === null) {
-      discard(session.blobKey, session.handle, json)
+      await discard(session.blobKey, session.handle, json)
       throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
     }
-    if (committed.previous !== null && committed.previous !== json) discard(session.blobKey, session.handle, committed.previous)
+    if (committed.previous !== null && committed.previous !== json) await discard(session.blobKey, session.handle, committed.previous)
     if (committed.bytes > opts.maxFileSize) {
-      discard(session.blobKey, session.handle, await state.abortChunk(id, index))
+      await discard(session.blobKey, session.handle, await state.abortChunk(id, index))
       throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
     }
     return { received: committed.received, total: session.totalChunks }
@@ -145,6 +145,13 @@ export function createSessionService (opts: SessionServiceOptions) {
     /** Streams one chunk into the session's storage and records it. */
     receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
       return opts.inFlight.track(receiveChunk(id, index, body))
+    },
+
+    /** Forgets a chunk this request stored when the rest of the request is refused (4xx means nothing was recorded). */
+    async dropChunk (id: string, index: number): Promise<void> {
+      const view = await state.getSession(id)
+      const receipt = await state.abortChunk(id, index)
+      if (view !== null) await discard(view.session.blobKey, view.session.handle, receipt)
     },
 
     async status (id: string): Promise<SessionView> {

@@ -85,6 +85,8 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
   const blobs = new Map<string, number>()
   const sessions = new Map<string, LiveSession>()
   const done = new Map<string, { code: string, until: number }>()
+  // Rate-limit counters are not journaled: a restart forgiving a minute of counts is harmless.
+  const counters = new Map<string, { count: number, until: number }>()
   const apply = (op: Op) => {
     switch (op.t) {
       case 'f': files.set(op.f.code, op.f); break
@@ -167,6 +169,7 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
     for (const f of files.values()) if (at >= f.expiresAt) write({ t: 'x', c: f.code })
     for (const [id, live] of sessions) if (at >= live.until) write({ t: 'sx', i: id })
     for (const [id, d] of done) if (at >= d.until) done.delete(id) // dropped from the journal at the next compaction
+    for (const [k, c] of counters) if (at >= c.until) counters.delete(k)
   }
   const liveSession = (id: string, at: number) => {
     const live = sessions.get(id)
@@ -294,6 +297,23 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
     async finishSession (id, code, doneTtlMs) {
       write({ t: 'sx', i: id })
       write({ t: 'dn', i: id, c: code, until: now() + doneTtlMs })
+    },
+    async hitCounter (key, windowMs) {
+      const at = now()
+      let c = counters.get(key)
+      if (c === undefined || at >= c.until) {
+        if (counters.size >= maxRecords) purgeExpired(at)
+        if (counters.size >= maxRecords) throw new DropcodeError('DROPCODE_STATE_FULL')
+        c = { count: 0, until: at + windowMs }
+        counters.set(key, c)
+      }
+      c.count++
+      return { count: c.count, resetMs: c.until - at }
+    },
+    async peekCounter (key) {
+      const at = now()
+      const c = counters.get(key)
+      return c === undefined || at >= c.until ? { count: 0, resetMs: 0 } : { count: c.count, resetMs: c.until - at }
     },
     async ping () {
       if (closed) throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE')

@@ -9,6 +9,7 @@
  *   {prefix}session:{id}:chunks  hash  chunk index → receipt (BlobStore JSON)
  *   {prefix}session:{id}:locks   hash  chunk index → lock expiry (epoch ms) while uploading
  *   {prefix}done:{id}            string  code of a completed session (answers repeated completes)
+ *   {prefix}rl:{name}            string  rate-limit counter; PEXPIRE set by its first INCR
  *   Session keys share one idle TTL (PEXPIRE), refreshed by every chunk; the session's object
  *   key is re-scored in `blobs` at the same time, so an abandoned session is swept.
  *
@@ -136,6 +137,11 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2])
 return 1`
 
+const HIT = `
+local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {c, redis.call('PTTL', KEYS[1])}`
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     dcCreate (file: string, blobs: string, ...args: Array<string | number>): Result<number, Context>
@@ -152,6 +158,7 @@ declare module 'ioredis' {
     dcLayout (meta: string, wanted: string): Result<string | null, Context>
     dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number): Result<[string, (string | string[])?, string[]?], Context>
     dcCompleteRelease (meta: string): Result<number, Context>
+    dcHit (key: string, windowMs: number): Result<[number, number], Context>
     dcCompleteFinish (meta: string, chunks: string, locks: string, done: string, code: string, ttl: number): Result<number, Context>
   }
 }
@@ -217,6 +224,7 @@ export function createRedisStateStore ({ client, prefix }: RedisStateStoreOption
   client.defineCommand('dcCompleteBegin', { numberOfKeys: 4, lua: COMPLETE_BEGIN })
   client.defineCommand('dcCompleteRelease', { numberOfKeys: 1, lua: COMPLETE_RELEASE })
   client.defineCommand('dcCompleteFinish', { numberOfKeys: 4, lua: COMPLETE_FINISH })
+  client.defineCommand('dcHit', { numberOfKeys: 1, lua: HIT })
 
   const fileKey = (code: string) => `${prefix}file:${code}`
   const blobsKey = `${prefix}blobs`
@@ -296,6 +304,14 @@ export function createRedisStateStore ({ client, prefix }: RedisStateStoreOption
     },
     async finishSession (id, code, doneTtlMs) {
       await guard(() => client.dcCompleteFinish(...sessionKeys(id), doneKey(id), code, doneTtlMs))
+    },
+    async hitCounter (key, windowMs) {
+      const [count, resetMs] = await guard(() => client.dcHit(`${prefix}rl:${key}`, windowMs))
+      return { count, resetMs: Math.max(resetMs, 0) }
+    },
+    async peekCounter (key) {
+      const [[, count], [, ttl]] = await guard(async () => (await client.multi().get(`${prefix}rl:${key}`).pttl(`${prefix}rl:${key}`).exec())!) as [[unknown, string | null], [unknown, number]]
+      return { count: Number(count ?? 0), resetMs: Math.max(ttl, 0) }
     },
     async ping () {
       await guard(() => client.ping())

@@ -169,6 +169,16 @@ export interface StateStore {
   /** Ends a completed session; repeated completes answer `code` for `doneTtlMs`. */
   finishSession (id: string, code: string, doneTtlMs: number): Promise<void>
 
+  /**
+   * Adds one to a fixed-window counter (rate limits). The window starts with the first hit
+   * and lasts `windowMs`.
+   * @returns the count in the current window and ms until it resets
+   */
+  hitCounter (key: string, windowMs: number): Promise<{ count: number, resetMs: number }>
+
+  /** Reads a counter without adding to it (0 when absent or expired). */
+  peekCounter (key: string): Promise<{ count: number, resetMs: number }>
+
   /** Throws when the store cannot be used (readiness). */
   ping (): Promise<void>
 

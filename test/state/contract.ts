@@ -296,3 +296,27 @@ export function sessionContract (t: Test, open: (t: Test) => Promise<StateStore>
     t.same(await store.leaseDueBlobs(later.blobDeadline - 1, 10, later.blobDeadline), [], 'deadline moved')
   })
 }
+
+/** Rate-limit counters, same semantics in every driver. */
+export function counterContract (t: Test, open: (t: Test) => Promise<StateStore>) {
+  t.test('counters: fixed windows; peek does not count', async t => {
+    const store = await open(t)
+    t.same(await store.peekCounter('a'), { count: 0, resetMs: 0 })
+    const first = await store.hitCounter('a', 300)
+    t.equal(first.count, 1)
+    t.ok(first.resetMs > 0 && first.resetMs <= 300)
+    t.equal((await store.hitCounter('a', 300)).count, 2)
+    t.equal((await store.peekCounter('a')).count, 2)
+    t.equal((await store.peekCounter('a')).count, 2, 'peek adds nothing')
+    t.equal((await store.hitCounter('b', 300)).count, 1, 'keys are independent')
+    await new Promise(resolve => setTimeout(resolve, 350))
+    t.equal((await store.peekCounter('a')).count, 0, 'window over')
+    t.equal((await store.hitCounter('a', 300)).count, 1, 'a new window')
+  })
+
+  t.test('counters: concurrent hits are all counted', async t => {
+    const store = await open(t)
+    const results = await Promise.all(Array.from({ length: 100 }, () => store.hitCounter('c', 60_000)))
+    t.same(results.map(r => r.count).sort((x, y) => x - y), Array.from({ length: 100 }, (_, i) => i + 1))
+  })
+}

@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { openLocalStateStore } from '../../src/state/local-store.js'
-import { sessionContract, sessionRecord, stateStoreContract, fileRecord } from './contract.js'
+import { counterContract, sessionContract, sessionRecord, stateStoreContract, fileRecord } from './contract.js'
 
 const open = async (t: Test) => {
   const store = await openLocalStateStore({ dir: t.testdir(), maxRecords: 1000 })
@@ -11,6 +11,7 @@ const open = async (t: Test) => {
 }
 stateStoreContract(t, open)
 sessionContract(t, open)
+counterContract(t, open)
 
 t.test('a restart keeps sessions and their chunks (locks and completions are per process)', async t => {
   const dir = t.testdir()

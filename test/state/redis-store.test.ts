@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import { createRedisClient } from '../../src/state/index.js'
 import { createRedisStateStore } from '../../src/state/redis-store.js'
 import { startRedis } from '../helpers/redis-server.js'
-import { sessionContract, stateStoreContract, fileRecord } from './contract.js'
+import { counterContract, sessionContract, stateStoreContract, fileRecord } from './contract.js'
 
 const redis = await startRedis()
 t.teardown(() => redis.stop())
@@ -17,6 +17,7 @@ async function client (t: Test) {
 
 stateStoreContract(t, async t => createRedisStateStore({ client: await client(t), prefix: `contract${n++}:` }))
 sessionContract(t, async t => createRedisStateStore({ client: await client(t), prefix: `session${n++}:` }))
+counterContract(t, async t => createRedisStateStore({ client: await client(t), prefix: `counter${n++}:` }))
 
 t.test('records carry their TTL, set in the same step as the record', async t => {
   const c = await client(t)
