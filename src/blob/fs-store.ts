@@ -10,6 +10,7 @@
  * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
  * reader closes it.
  */
+import { once } from 'node:events'
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import path from 'node:path'
@@ -35,12 +36,17 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     const counter = new ByteCounter()
     let bodyError: unknown
     body.once('error', err => { bodyError = err })
+    let out: fs.WriteStream | undefined
     try {
       await fsp.mkdir(path.dirname(final), { recursive: true })
-      await pipeline(body, counter, fs.createWriteStream(temp, { flags: 'wx' }))
+      out = fs.createWriteStream(temp, { flags: 'wx' })
+      await pipeline(body, counter, out)
       await fsp.rename(temp, final)
       return counter.bytes
     } catch (err) {
+      // A stream destroyed before its open() finished still creates the file afterwards:
+      // wait for it to close, or the removal below could come first and leave the file.
+      if (out !== undefined && !out.closed) await once(out, 'close').catch(() => {})
       await fsp.rm(temp, { force: true }).catch(() => {})
       throw bodyError ?? unavailable(err)
     }

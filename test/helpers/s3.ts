@@ -27,7 +27,8 @@ export interface TestS3 {
 
 const freshBucket = () => `dropcode-test-${randomBytes(6).toString('hex')}`
 
-export async function startS3 (): Promise<TestS3> {
+/** @param opts.memstoreBytes RAM for the throw-away radosgw's objects (default 1 GiB) */
+export async function startS3 (opts: { memstoreBytes?: number } = {}): Promise<TestS3> {
   const base = (kind: TestS3['kind'], endpoint: string, accessKeyId: string, secretAccessKey: string, stop: () => Promise<void>): TestS3 => ({
     kind,
     endpoint,
@@ -52,7 +53,7 @@ export async function startS3 (): Promise<TestS3> {
     return base('external', external, process.env.S3_TEST_ACCESS_KEY_ID ?? 'dropcode', process.env.S3_TEST_SECRET_ACCESS_KEY ?? 'dropcode-secret', async () => {})
   }
   if (radosgwInstalled()) {
-    const rgw = await startRadosgw()
+    const rgw = await startRadosgw({ memstoreBytes: opts.memstoreBytes })
     return base('radosgw', rgw.endpoint, rgw.accessKeyId, rgw.secretAccessKey, () => rgw.stop())
   }
   if (process.env.CI === 'true') {

@@ -218,6 +218,16 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     }
   })
 
+  t.test('Range is ignored: the whole file, 200, and the download counts', async t => {
+    const { url } = await start(t)
+    const up = await upload(url, [['file', { data: 'whole file' }]])
+    const res = await fetch(`${url}/download/${up.body.code as string}`, { headers: { range: 'bytes=0-0' } })
+    t.equal(res.status, 200)
+    t.equal(res.headers.get('accept-ranges'), 'none')
+    t.equal(await res.text(), 'whole file')
+    t.equal((await fetch(`${url}/download/${up.body.code as string}`, { headers: { range: 'bytes=1-' } })).status, 404, 'no second partial read')
+  })
+
   t.test('HEAD never consumes a download', async t => {
     const { url } = await start(t)
     const up = await upload(url, [['file', { data: 'hello' }]])
