@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream'
 import pino from 'pino'
 import t, { type Test } from 'tap'
-import { API_KEY, startApp, testConfig, upload } from './helpers/app.js'
+import { API_KEY, eventually, startApp, testConfig, upload } from './helpers/app.js'
 import { post, sendChunk, startSession } from './helpers/chunks.js'
 import { startRedis } from './helpers/redis-server.js'
 import { startS3 } from './helpers/s3.js'
@@ -40,12 +40,11 @@ t.test('healthz is always 200; readyz names the failing dependency and recovers'
   t.same(await down.json(), { status: 'unavailable', checks: { state: 'failing', storage: 'ok' } })
   t.equal((await fetch(`${url}/healthz`)).status, 200, 'liveness does not depend on Redis')
   await redis.start()
-  let status = 0
-  for (let i = 0; i < 100 && status !== 200; i++) {
-    status = (await fetch(`${url}/readyz`)).status
-    if (status !== 200) await new Promise(resolve => setTimeout(resolve, 100))
-  }
-  t.equal(status, 200, 'ready again')
+  await eventually(async () => {
+    const status = (await fetch(`${url}/readyz`)).status
+    if (status !== 200) throw new Error(`readyz ${status}`)
+  }, 10_000)
+  t.pass('ready again')
 })
 
 t.test('readyz answers 503 as soon as draining starts; other routes keep serving', async t => {
@@ -93,12 +92,10 @@ t.test('an aborted download is counted once, as aborted, and is used up', async 
   await reader.read()
   controller.abort()
   await reader.closed.catch(() => {})
-  let aborted = 0
-  for (let i = 0; i < 50 && aborted === 0; i++) {
-    aborted = await metricValue(url, 'dropcode_downloads_total', '{outcome="aborted"}')
-    if (aborted === 0) await new Promise(resolve => setTimeout(resolve, 50))
-  }
-  t.equal(aborted, 1)
+  await eventually(async () => {
+    if (await metricValue(url, 'dropcode_downloads_total', '{outcome="aborted"}') === 0) throw new Error('not counted yet')
+  })
+  t.equal(await metricValue(url, 'dropcode_downloads_total', '{outcome="aborted"}'), 1)
   t.equal(await metricValue(url, 'dropcode_downloads_total', '{outcome="served"}'), 0)
   t.equal((await fetch(`${url}/download/${up.body.code as string}`)).status, 404, 'a claimed download counts even when cut')
 })
@@ -118,7 +115,7 @@ t.test('one log line per request: route, status, bytes, duration; no key, no ful
   const code = up.body.code as string
   await (await fetch(`${url}/download/${code}`)).text()
   // The line is written after the response is sent.
-  for (let i = 0; i < 50 && lines.filter(l => l.msg === 'request').length < 2; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  await eventually(async () => { if (lines.filter(l => l.msg === 'request').length < 2) throw new Error('not logged yet') }).catch(() => {})
   const requests = lines.filter(l => l.msg === 'request')
   t.equal(requests.length, 2, 'one line per request')
   t.match(requests[1], { method: 'GET', route: '/download/:code', url: `/download/${code.slice(0, 2)}****`, status: 200, bytesOut: 3, ms: Number, reqId: String })
@@ -131,7 +128,7 @@ async function requestIdAndIp (t: Test, env: Record<string, string>) {
   const { lines, logger } = capturedLogger()
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}, env), { loggerInstance: logger })
   const res = await fetch(`${url}/healthz`, { headers: { 'x-request-id': 'lb-123', 'x-forwarded-for': '203.0.113.9' } })
-  for (let i = 0; i < 50 && !lines.some(l => l.msg === 'request'); i++) await new Promise(resolve => setTimeout(resolve, 20))
+  await eventually(async () => { if (!lines.some(l => l.msg === 'request')) throw new Error('not logged yet') })
   const line = lines.find(l => l.msg === 'request')!
   return { id: res.headers.get('x-request-id'), ip: line.ip }
 }

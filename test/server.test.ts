@@ -11,7 +11,7 @@ import { form } from './helpers/app.js'
 
 const root = path.resolve(import.meta.dirname, '..')
 
-interface Server { child: ChildProcess, url: string, logs: Array<Record<string, unknown>> }
+interface Server { child: ChildProcess, url: string, logs: Array<Record<string, unknown>>, stderr: () => string }
 
 async function startServer (env: Record<string, string>): Promise<Server> {
   const child = spawn(process.execPath, ['--import=tsx', 'src/server.ts'], {
@@ -20,6 +20,8 @@ async function startServer (env: Record<string, string>): Promise<Server> {
     stdio: ['ignore', 'pipe', 'pipe']
   })
   const logs: Array<Record<string, unknown>> = []
+  let stderr = ''
+  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('server did not start in 20 s')), 20_000)
     createInterface({ input: child.stdout! }).on('line', line => {
@@ -30,14 +32,18 @@ async function startServer (env: Record<string, string>): Promise<Server> {
     })
     child.once('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code}`)) })
   })
-  return { child, url, logs }
+  return { child, url, logs, stderr: () => stderr }
 }
 
-async function stop (server: Server): Promise<number | null> {
+/** SIGTERM; resolves with the exit code, or a description of what went wrong (for the diff). */
+async function stop (server: Server): Promise<number | string> {
+  if (server.child.exitCode !== null) return server.child.exitCode
   const exited = once(server.child, 'exit')
   server.child.kill('SIGTERM')
-  const [code] = await exited
-  return code as number | null
+  const [code, signal] = await exited as [number | null, string | null]
+  if (code === 0) return 0
+  const tail = server.logs.slice(-5).map(l => JSON.stringify(l)).join('\n')
+  return `exit ${String(code)} signal ${String(signal)}\nstderr: ${server.stderr().slice(-2000)}\nlast logs:\n${tail}`
 }
 
 t.test('a bad setting stops start-up, naming the variable', async t => {

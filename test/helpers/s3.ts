@@ -5,6 +5,7 @@
  *  2. else a throw-away real S3: Ceph's radosgw on a one-node cluster, when installed;
  *  3. else the in-process s3rver, with a loud warning: it does not enforce S3's part rules.
  * Under CI=true a real S3 (1 or 2) is required: the run fails instead of falling back.
+ * S3_TEST_BACKEND=s3rver forces the fallback (to check it on a machine that has radosgw).
  */
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
@@ -52,7 +53,8 @@ export async function startS3 (opts: { memstoreBytes?: number } = {}): Promise<T
   if (external !== undefined && external !== '') {
     return base('external', external, process.env.S3_TEST_ACCESS_KEY_ID ?? 'dropcode', process.env.S3_TEST_SECRET_ACCESS_KEY ?? 'dropcode-secret', async () => {})
   }
-  if (radosgwInstalled()) {
+  const forceS3rver = process.env.S3_TEST_BACKEND === 's3rver'
+  if (radosgwInstalled() && !forceS3rver) {
     const rgw = await startRadosgw({ memstoreBytes: opts.memstoreBytes })
     return base('radosgw', rgw.endpoint, rgw.accessKeyId, rgw.secretAccessKey, () => rgw.stop())
   }
