@@ -1,25 +1,19 @@
 /**
  * Local StateStore: the embedded default for a single process, persisted under DATA_DIR/state.
  *
- * Layout: `journal.jsonl`, one JSON operation per line, appended synchronously before the
- * operation's promise resolves; `lock` holds the owning process id. At open the journal is
- * replayed into two maps (code → record, object key → cleanup deadline). When the journal has
- * grown to several times the live data it is rewritten as a snapshot (temp file, fsync,
- * rename), so it stays proportional to what is live.
+ * State lives in maps (code → record, object key → cleanup deadline, sessions, completed
+ * sessions); every change is an operation recorded in the journal (local-journal.ts: lock
+ * file, synchronous appends, replay, compaction) before the caller's promise resolves.
  *
  * Atomicity: the maps are only touched by synchronous code, so each operation is atomic with
- * respect to every other in the process (the same guarantee Redis gives with Lua). Only one
- * process may open a directory: the lock file is checked at open.
- *
- * Durability: appends go to the OS page cache (no fsync per operation), so a process crash or
- * restart loses nothing; a power loss may lose the last moments. A torn last line is skipped.
+ * respect to every other in the process (the same guarantee Redis gives with Lua). Chunk locks,
+ * completion leases and rate-limit counters are in memory only: no request survives a restart.
  *
  * Expiry is lazy (every read checks expiresAt) plus a purge every minute; the number of
  * records is bounded by LOCAL_STATE_MAX_RECORDS (DROPCODE_STATE_FULL beyond it).
  */
-import fs from 'node:fs'
-import path from 'node:path'
 import { DropcodeError } from '../errors.js'
+import { openJournal } from './local-journal.js'
 import type { Claim, FileRecord, Lookup, StateStore, UploadSession } from './state-store.js'
 
 interface LiveSession {
@@ -59,27 +53,9 @@ export interface LocalStateStoreOptions {
 
 const receiptSize = (receipt: string | undefined) => receipt === undefined ? 0 : (JSON.parse(receipt) as { size: number }).size
 
-function takeLock (lockPath: string) {
-  try {
-    fs.writeFileSync(lockPath, String(process.pid), { flag: 'wx' })
-    return
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-  }
-  const pid = Number(fs.readFileSync(lockPath, 'utf8'))
-  let alive = false
-  try { alive = Number.isInteger(pid) && pid > 0 && process.kill(pid, 0) } catch { alive = false }
-  if (alive) throw new Error(`state directory ${path.dirname(lockPath)} is in use by process ${pid}; each dropcode process with STATE_DRIVER=local needs its own DATA_DIR`)
-  fs.writeFileSync(lockPath, String(process.pid)) // stale lock from a dead process
-}
-
 export async function openLocalStateStore (opts: LocalStateStoreOptions): Promise<StateStore> {
   const { dir, maxRecords } = opts
   const now = opts.now ?? Date.now
-  fs.mkdirSync(dir, { recursive: true })
-  const lockPath = path.join(dir, 'lock')
-  const journalPath = path.join(dir, 'journal.jsonl')
-  takeLock(lockPath)
 
   const files = new Map<string, FileRecord>()
   const blobs = new Map<string, number>()
@@ -119,44 +95,19 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
     }
   }
 
-  let opsInJournal = 0
-  if (fs.existsSync(journalPath)) {
-    for (const line of fs.readFileSync(journalPath, 'utf8').split('\n')) {
-      if (line === '') continue
-      let op: Op
-      try { op = JSON.parse(line) as Op } catch { continue } // torn write at a crash
-      apply(op)
-      opsInJournal++
-    }
-  }
-
-  let fd = fs.openSync(journalPath, 'a')
-  const compact = () => {
-    const tmp = `${journalPath}.tmp`
-    const lines: string[] = []
-    for (const f of files.values()) lines.push(JSON.stringify({ t: 'f', f }))
-    for (const [k, at] of blobs) lines.push(JSON.stringify({ t: 'b', k, at }))
+  const snapshot = (): Op[] => {
+    const ops: Op[] = []
+    for (const f of files.values()) ops.push({ t: 'f', f })
+    for (const [k, at] of blobs) ops.push({ t: 'b', k, at })
     for (const { session, until, chunks } of sessions.values()) {
-      lines.push(JSON.stringify({ t: 's', s: session, until }))
-      for (const [n, r] of chunks) lines.push(JSON.stringify({ t: 'sc', i: session.id, n, r, until }))
+      ops.push({ t: 's', s: session, until })
+      for (const [n, r] of chunks) ops.push({ t: 'sc', i: session.id, n, r, until })
     }
-    for (const [i, { code, until }] of done) lines.push(JSON.stringify({ t: 'dn', i, c: code, until }))
-    const tfd = fs.openSync(tmp, 'w')
-    fs.writeSync(tfd, lines.length > 0 ? lines.join('\n') + '\n' : '')
-    fs.fsyncSync(tfd)
-    fs.closeSync(tfd)
-    fs.renameSync(tmp, journalPath)
-    fs.closeSync(fd)
-    fd = fs.openSync(journalPath, 'a')
-    opsInJournal = lines.length
+    for (const [i, { code, until }] of done) ops.push({ t: 'dn', i, c: code, until })
+    return ops
   }
-  const write = (op: Op) => {
-    fs.writeSync(fd, JSON.stringify(op) + '\n')
-    apply(op)
-    opsInJournal++
-    if (opsInJournal > 10_000 && opsInJournal > 4 * (files.size + blobs.size + sessions.size)) compact()
-  }
-  compact() // start from a snapshot: drops torn lines and replayed history
+  const journal = openJournal<Op>(dir, { apply, snapshot, liveEntries: () => files.size + blobs.size + sessions.size })
+  const write = (op: Op) => journal.record(op)
 
   const status = (code: string, at: number): Lookup => {
     const file = files.get(code)
@@ -322,8 +273,7 @@ export async function openLocalStateStore (opts: LocalStateStoreOptions): Promis
       if (closed) return
       closed = true
       clearInterval(timer)
-      fs.closeSync(fd)
-      fs.rmSync(lockPath, { force: true })
+      journal.close()
     }
   }
 }
