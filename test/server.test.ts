@@ -7,7 +7,7 @@ import { once } from 'node:events'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import t from 'tap'
-import { form } from './helpers/app.js'
+import { dataDir, form } from './helpers/app.js'
 
 const root = path.resolve(import.meta.dirname, '..')
 
@@ -56,8 +56,8 @@ t.test('a bad setting stops start-up, naming the variable', async t => {
 })
 
 t.test('zero setup: a generated key is logged once; a restart loses nothing', async t => {
-  const dataDir = t.testdir()
-  const first = await startServer({ DATA_DIR: dataDir })
+  const dir = dataDir(t)
+  const first = await startServer({ DATA_DIR: dir })
   const keyLog = first.logs.find(l => typeof l.apiKey === 'string')
   t.ok(keyLog, 'the generated key is logged')
   const key = String(keyLog!.apiKey)
@@ -68,7 +68,7 @@ t.test('zero setup: a generated key is logged once; a restart loses nothing', as
   t.equal(await firstDownload.text(), 'survives')
   t.equal(await stop(first), 0, 'SIGTERM: clean exit')
 
-  const second = await startServer({ DATA_DIR: dataDir, API_KEYS: 'fixed-key' })
+  const second = await startServer({ DATA_DIR: dir, API_KEYS: 'fixed-key' })
   t.teardown(() => stop(second))
   const again = await fetch(`${second.url}/download/${code}`)
   t.equal(again.status, 200)
@@ -79,7 +79,7 @@ t.test('zero setup: a generated key is logged once; a restart loses nothing', as
 })
 
 t.test('shutdown is bounded by SHUTDOWN_GRACE_SECONDS even with a stalled download', async t => {
-  const server = await startServer({ DATA_DIR: t.testdir(), API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
+  const server = await startServer({ DATA_DIR: dataDir(t), API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
   const big = new Uint8Array(32 * 1024 * 1024)
   const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': 'k' }, body: form([['file', { data: big }]]) })
   const { code } = await res.json() as { code: string }
@@ -92,8 +92,8 @@ t.test('shutdown is bounded by SHUTDOWN_GRACE_SECONDS even with a stalled downlo
 })
 
 t.test('a shutdown during an upload leaves nothing behind', async t => {
-  const dataDir = t.testdir()
-  const server = await startServer({ DATA_DIR: dataDir, API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
+  const dir = dataDir(t)
+  const server = await startServer({ DATA_DIR: dir, API_KEYS: 'k', SHUTDOWN_GRACE_SECONDS: '1' })
   const { default: http } = await import('node:http')
   const req = http.request(`${server.url}/upload`, {
     method: 'POST',
@@ -105,7 +105,7 @@ t.test('a shutdown during an upload leaves nothing behind', async t => {
   t.equal(await stop(server), 0, 'clean exit after the grace period')
   req.destroy()
   const { readdirSync, existsSync } = await import('node:fs')
-  const blobs = path.join(dataDir, 'blobs')
+  const blobs = path.join(dir, 'blobs')
   const left = existsSync(blobs) ? readdirSync(blobs, { recursive: true, withFileTypes: true }).filter(e => e.isFile()) : []
   t.same(left.map(e => e.name), [], 'no object or partial file')
 })

@@ -3,11 +3,12 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { createFsBlobStore } from '../../src/blob/fs-store.js'
 import { blobStoreContract, chunkedContract } from './contract.js'
+import { dataDir } from '../helpers/app.js'
 
 const dirs = new Map<string, string>()
 
 const open = async (t: Test) => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const store = createFsBlobStore({ dir })
   await store.init()
   dirs.set(t.fullname, dir)
@@ -26,7 +27,7 @@ blobStoreContract(t, open, options)
 chunkedContract(t, open, options)
 
 t.test('objects are stored under a two-character fan-out of their key', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const store = createFsBlobStore({ dir })
   await store.init()
   const key = 'ab' + '0'.repeat(30)
@@ -35,7 +36,7 @@ t.test('objects are stored under a two-character fan-out of their key', async t 
 })
 
 t.test('ping fails when the directory is gone', async t => {
-  const dir = path.join(t.testdir(), 'blobs')
+  const dir = path.join(dataDir(t), 'blobs')
   const store = createFsBlobStore({ dir })
   await store.init()
   fs.rmSync(dir, { recursive: true })

@@ -3,6 +3,9 @@
  * listening server on 127.0.0.1:0, and teardown that closes it.
  */
 import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
@@ -21,10 +24,20 @@ export interface Backends {
 }
 
 /** Environment selecting a driver pair with fresh namespaces, plus `extra`. */
+/**
+ * A fresh data directory per call, removed when the test ends. (Not t.testdir(): that is one
+ * directory per test, so two apps in one test, or two overlapping runs, would share it.)
+ */
+export function dataDir (t: Test): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dropcode-test-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
 export function testEnv (t: Test, pair: DriverPair, backends: Backends, extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {
     API_KEYS: API_KEY,
-    DATA_DIR: t.testdir(),
+    DATA_DIR: dataDir(t),
     LOG_LEVEL: 'silent',
     SWEEP_INTERVAL_SECONDS: '0'
   }

@@ -3,9 +3,10 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import { openLocalStateStore } from '../../src/state/local-store.js'
 import { counterContract, sessionContract, sessionRecord, stateStoreContract, fileRecord } from './contract.js'
+import { dataDir } from '../helpers/app.js'
 
 const open = async (t: Test) => {
-  const store = await openLocalStateStore({ dir: t.testdir(), maxRecords: 1000 })
+  const store = await openLocalStateStore({ dir: dataDir(t), maxRecords: 1000 })
   t.teardown(() => store.close())
   return store
 }
@@ -14,7 +15,7 @@ sessionContract(t, open)
 counterContract(t, open)
 
 t.test('a restart keeps sessions and their chunks (locks and completions are per process)', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const a = await openLocalStateStore({ dir, maxRecords: 100 })
   const s = sessionRecord()
   const timing = { now: Date.now(), ttlMs: 60_000, blobDeadline: Date.now() + 61_000 }
@@ -31,7 +32,7 @@ t.test('a restart keeps sessions and their chunks (locks and completions are per
 })
 
 t.test('a restart loses nothing: records, counters and the cleanup index survive', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const a = await openLocalStateStore({ dir, maxRecords: 100 })
   const file = fileRecord({ maxDownloads: 3 })
   await a.createFile(file, file.expiresAt + 5)
@@ -52,7 +53,7 @@ t.test('a restart loses nothing: records, counters and the cleanup index survive
 })
 
 t.test('a torn last journal line (crash mid-write) is skipped', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const a = await openLocalStateStore({ dir, maxRecords: 100 })
   const file = fileRecord()
   await a.createFile(file, file.expiresAt)
@@ -64,7 +65,7 @@ t.test('a torn last journal line (crash mid-write) is skipped', async t => {
 })
 
 t.test('a second process cannot open the same directory', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const a = await openLocalStateStore({ dir, maxRecords: 100 })
   await t.rejects(openLocalStateStore({ dir, maxRecords: 100 }), /in use by process/)
   await a.close()
@@ -75,7 +76,7 @@ t.test('a second process cannot open the same directory', async t => {
 
 t.test('the record count is bounded; expired records make room', async t => {
   let now = Date.now()
-  const store = await openLocalStateStore({ dir: t.testdir(), maxRecords: 2, now: () => now })
+  const store = await openLocalStateStore({ dir: dataDir(t), maxRecords: 2, now: () => now })
   t.teardown(() => store.close())
   await store.createFile(fileRecord({ expiresAt: now + 1000 }), now)
   await store.createFile(fileRecord({ expiresAt: now + 1000 }), now)
@@ -85,7 +86,7 @@ t.test('the record count is bounded; expired records make room', async t => {
 })
 
 t.test('the journal is compacted to what is live', async t => {
-  const dir = t.testdir()
+  const dir = dataDir(t)
   const store = await openLocalStateStore({ dir, maxRecords: 100 })
   const file = fileRecord({ maxDownloads: 100_000 })
   await store.createFile(file, file.expiresAt)
