@@ -63,3 +63,13 @@ t.test('limits hold across instances sharing Redis', async t => {
   t.equal((await fetch(`${a.url}/download/GGGGG8`)).status, 429)
   t.equal((await fetch(`${b.url}/download/GGGGG9`)).status, 429)
 })
+
+t.test('IPv6 clients are counted per /64; IPv4-mapped addresses as IPv4', async t => {
+  const { limitSubject } = await import('../src/plugins/rate-limit.js')
+  t.equal(limitSubject('203.0.113.9'), '203.0.113.9')
+  t.equal(limitSubject('::ffff:203.0.113.9'), '203.0.113.9')
+  t.equal(limitSubject('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64')
+  t.equal(limitSubject('2001:0db8:0001:0002:ffff:ffff:ffff:ffff'), '2001:db8:1:2::/64')
+  t.equal(limitSubject('2001:db8::1'), '2001:db8:0:0::/64')
+  t.equal(limitSubject('::1'), '0:0:0:0::/64')
+})

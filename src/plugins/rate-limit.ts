@@ -5,7 +5,8 @@
  *   address: a client over the limit gets 429 before its code is even looked at, which is what
  *   makes guessing codes impractical (README: brute-force arithmetic);
  * - upload-endpoint requests per API key.
- * Client addresses are `req.ip`, which honours only TRUST_PROXY, so they cannot be spoofed.
+ * Client addresses are `req.ip`, which honours only TRUST_PROXY, so they cannot be spoofed;
+ * IPv6 clients are counted per /64.
  * Fixed windows of RATE_LIMIT_WINDOW_SECONDS; 429 carries Retry-After.
  */
 import { createHash } from 'node:crypto'
@@ -29,6 +30,21 @@ declare module 'fastify' {
 
 const noop = async () => {}
 
+/**
+ * The address a limit counts against: IPv4 as is; IPv6 by its /64 prefix, since one host
+ * routinely holds a whole /64 and could otherwise rotate through 2^64 addresses.
+ */
+export function limitSubject (ip: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)
+  if (mapped) return mapped[1]!
+  if (!ip.includes(':')) return ip
+  const [head = '', tail = ''] = ip.split('::')
+  const left = head === '' ? [] : head.split(':')
+  const right = tail === '' ? [] : tail.split(':')
+  const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left
+  return groups.slice(0, 4).map(g => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':') + '::/64'
+}
+
 function limited (reply: FastifyReply, resetMs: number): DropcodeError {
   const seconds = Math.max(1, Math.ceil(resetMs / 1000))
   reply.header('retry-after', String(seconds))
@@ -37,7 +53,7 @@ function limited (reply: FastifyReply, resetMs: number): DropcodeError {
 
 export default fp(async function rateLimit (app: FastifyInstance, { config }: { config: Config }) {
   const { windowMs, failedLookups, uploads } = config.rateLimits
-  const lookupKey = (ip: string) => `lookup:${ip}`
+  const lookupKey = (ip: string) => `lookup:${limitSubject(ip)}`
 
   const uploadsHook: onRequestAsyncHookHandler = async (req, reply) => {
     const key = createHash('sha256').update(String(req.headers['x-client-key'])).digest('hex').slice(0, 32)
