@@ -106,6 +106,15 @@ export async function chunkedRoundTrip (store: BlobStore, sizes: number[], opts:
   return { key, size, got: await sha256(got.body), want: await sha256(expected()), receipts, handle, settleLayout }
 }
 
+/** Opens a chunked upload on `store` and returns a `put(index, body)` bound to it. */
+async function openChunked (store: BlobStore, total: number) {
+  const key = newBlobKey()
+  const handle = await store.beginChunked(key)
+  const settleLayout = layoutCell()
+  const put = (index: number, body: Readable) => store.putChunk(key, handle, { index, total, body, settleLayout })
+  return { key, handle, put }
+}
+
 export function chunkedContract (t: Test, open: (t: Test) => Promise<BlobStore>, opts: BlobContractOptions) {
   const cases: Array<[string, number[], { order?: number[], parallel?: boolean }]> = [
     ['small chunks in order', [MiB, MiB, MiB, 123], {}],
@@ -130,13 +139,11 @@ export function chunkedContract (t: Test, open: (t: Test) => Promise<BlobStore>,
 
   t.test('chunked: a retried chunk replaces the first attempt', async t => {
     const store = await open(t)
-    const key = newBlobKey()
-    const handle = await store.beginChunked(key)
-    const settleLayout = layoutCell()
-    const first = await store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(MiB, { seed: 99 }), settleLayout })
-    const retry = await store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(MiB, { seed: 7 }), settleLayout })
+    const { key, handle, put } = await openChunked(store, 2)
+    const first = await put(0, byteStream(MiB, { seed: 99 }))
+    const retry = await put(0, byteStream(MiB, { seed: 7 }))
     await store.discardChunk(key, handle, first)
-    const last = await store.putChunk(key, handle, { index: 1, total: 2, body: byteStream(10, { seed: 8 }), settleLayout })
+    const last = await put(1, byteStream(10, { seed: 8 }))
     await store.completeChunked(key, handle, [retry, last])
     async function * expected () { yield * byteStream(MiB, { seed: 7 }); yield * byteStream(10, { seed: 8 }) }
     t.same(await sha256((await store.get(key)).body), await sha256(expected()))
@@ -146,20 +153,17 @@ export function chunkedContract (t: Test, open: (t: Test) => Promise<BlobStore>,
 
   t.test('chunked: purge of an abandoned session leaves nothing', async t => {
     const store = await open(t)
-    const key = newBlobKey()
-    const handle = await store.beginChunked(key)
-    const settleLayout = layoutCell()
-    await store.putChunk(key, handle, { index: 0, total: 3, body: byteStream(MiB), settleLayout })
-    await store.putChunk(key, handle, { index: 2, total: 3, body: byteStream(10), settleLayout })
+    const { key, put } = await openChunked(store, 3)
+    await put(0, byteStream(MiB))
+    await put(2, byteStream(10))
     await store.purge(key)
     await opts.assertNothingLeft(t, key)
   })
 
   t.test('chunked: a chunk whose body fails is not stored', async t => {
     const store = await open(t)
-    const key = newBlobKey()
-    const handle = await store.beginChunked(key)
-    await t.rejects(store.putChunk(key, handle, { index: 0, total: 2, body: byteStream(8 * MiB, { failAfter: 6 * MiB }), settleLayout: layoutCell() }), { message: 'body failed on purpose' })
+    const { key, put } = await openChunked(store, 2)
+    await t.rejects(put(0, byteStream(8 * MiB, { failAfter: 6 * MiB })), { message: 'body failed on purpose' })
     await store.purge(key)
     await opts.assertNothingLeft(t, key)
   })
