@@ -16,6 +16,7 @@ import { loggerOptions } from './logging.js'
 import errorHandler, { clientError, frameworkError } from './plugins/error-handler.js'
 import observability from './plugins/observability.js'
 import rateLimit from './plugins/rate-limit.js'
+import stallGuard from './plugins/stall-guard.js'
 import openapi from './plugins/openapi.js'
 import services from './plugins/services.js'
 import stores from './plugins/stores.js'
@@ -40,6 +41,8 @@ export interface AppOverrides {
   now?: () => number
   /** Use this S3 client (tests wrap it to record or fail requests). */
   s3Client?: S3Client
+  /** ms without traffic before a running request is cut (default 2 minutes). */
+  stallMs?: number
 }
 
 /** TRUST_PROXY as proxy-addr's trust function: (address, hop index) → trusted. */
@@ -66,10 +69,10 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
     // JSON bodies are never accepted; keep the non-multipart limit small.
     bodyLimit: 64 * 1024,
     // Long uploads and downloads: no whole-request deadline (a 1 GiB transfer on a slow link
-    // takes long). A socket with no traffic in either direction for 2 minutes is closed, so a
-    // client that stalls mid-body cannot hold a stream, a lock or a temp file for ever.
+    // takes long). Stalled requests are cut by plugins/stall-guard.ts instead of fastify's
+    // connectionTimeout: any socket timeout keeps close() from ending idle keep-alive
+    // connections (measured: shutdown then waits for keepAliveTimeout).
     requestTimeout: 0,
-    connectionTimeout: 120_000,
     // Idle keep-alive sockets close after 72 s: longer than the 60 s idle timeout of common load
     // balancers (AWS ALB), so the balancer, not dropcode, closes them and never reuses a socket
     // we are closing.
@@ -80,6 +83,11 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
   })
 
   app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })
+  // close() ends the connections that are idle when it starts; one whose response was still
+  // finishing would otherwise stay open until keepAliveTimeout. End those as they finish.
+  let closing = false
+  app.addHook('preClose', async () => { closing = true })
+  app.addHook('onResponse', async req => { if (closing) req.raw.socket.end() })
   // Every route registered, for the OpenAPI check and operators' tooling.
   const routeTable: RouteEntry[] = []
   app.decorate('routeTable', routeTable)
@@ -88,6 +96,7 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
   })
 
   await app.register(errorHandler)
+  await app.register(stallGuard, overrides.stallMs !== undefined ? { stallMs: overrides.stallMs } : {})
   await app.register(openapi)
   await app.register(multipart, {
     limits: {

@@ -9,6 +9,7 @@ import { API_KEY, eventually, startApp, testConfig, upload } from './helpers/app
 import { post, sendChunk, startSession } from './helpers/chunks.js'
 import { startRedis } from './helpers/redis-server.js'
 import { startS3 } from './helpers/s3.js'
+import { listStored } from './helpers/storage.js'
 import { bytes } from './helpers/streams.js'
 
 const [redis, s3] = await Promise.all([startRedis(), startS3()])
@@ -170,4 +171,38 @@ t.test('OpenAPI: every route, its statuses and error body are documented', async
   }
   t.ok(doc.paths['/download/{code}']!.get!.responses['404'])
   t.ok(doc.paths['/delete/{code}']!.delete!.responses['404'])
+})
+
+t.test('regression: close() ends a connection whose response finishes after closing began', async t => {
+  const { app, url } = await startApp(t, testConfig(t, 'fs+local', {}))
+  const up = await upload(url, [['file', { data: bytes(8 * 1024 * 1024) }], ['max_downloads', '2']])
+  const res = await fetch(`${url}/download/${up.body.code as string}`)
+  const reader = res.body!.getReader()
+  await reader.read()
+  const started = Date.now()
+  const closing = app.close()
+  while (!(await reader.read()).done) { /* drain the rest after close() began */ }
+  await Promise.race([closing, new Promise((_resolve, reject) => setTimeout(() => reject(new Error('close() still waiting after 10 s')), 10_000))])
+  t.ok(Date.now() - started < 10_000, `closed in ${Date.now() - started} ms (not keepAliveTimeout)`)
+})
+
+t.test('a request whose client stops sending is cut after the stall period; nothing is left', async t => {
+  const running = await startApp(t, testConfig(t, 'fs+local', {}), { stallMs: 800 })
+  const { default: http } = await import('node:http')
+  const started = Date.now()
+  const closed = await new Promise<number>(resolve => {
+    const req = http.request(`${running.url}/upload`, {
+      method: 'POST',
+      headers: { 'x-client-key': API_KEY, 'content-type': 'multipart/form-data; boundary=x', 'content-length': String(10 * 1024 * 1024) }
+    })
+    req.on('error', () => resolve(Date.now() - started))
+    req.on('close', () => resolve(Date.now() - started))
+    req.write('--x\r\ncontent-disposition: form-data; name="file"; filename="a"\r\n\r\n')
+    req.write(bytes(256 * 1024)) // then silence
+  })
+  t.ok(closed >= 700 && closed < 5000, `connection cut after ${closed} ms`)
+  await eventually(async () => {
+    if (await running.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER) !== 0) throw new Error('not clean yet')
+  })
+  t.same(await listStored(running.config), [], 'the partial upload left nothing')
 })

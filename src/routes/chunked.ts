@@ -145,8 +145,8 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
   }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)
     // Assembling a large session can keep the socket silent for minutes (S3 completing many
-    // parts, or small-chunk sessions streamed into one object): lift the idle-socket timeout.
-    req.raw.socket.setTimeout(0)
+    // parts, or small-chunk sessions streamed into one object): exempt it from the stall guard.
+    req.allowSilence()
     return { code: await app.sessions.complete(checkUploadId(fields.upload_id)) }
   })
 }
