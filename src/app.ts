@@ -2,7 +2,7 @@
  * Builds the dropcode application; never listens (server.ts does). Plugins are registered in
  * dependency order, and this list is the architecture:
  *
- *   error handler → OpenAPI → multipart parser → stores (BlobStore + StateStore) →
+ *   error handler → stall guard → OpenAPI → multipart parser → stores (BlobStore + StateStore) →
  *   observability (metrics, request logs) → rate limits → services (files, sessions, sweeper) →
  *   routes (health, upload, chunked upload, download, delete)
  */
