@@ -46,13 +46,17 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   })
 }
 
+/** The download error page for a path no route could take. */
+const downloadNotFound = (req: FastifyRequest, reply: FastifyReply) =>
+  sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
+
 /**
  * Errors raised by the router before any route is chosen (an over-long or undecodable path
  * parameter). A bad code in a download or delete path is just an unknown code: 404.
  */
 export function frameworkError (raw: FastifyError, req: FastifyRequest, reply: FastifyReply) {
   const path = req.raw.url ?? ''
-  if (path.startsWith('/download/')) return sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
+  if (path.startsWith('/download/')) return downloadNotFound(req, reply)
   if (path.startsWith('/delete/')) return sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, false)
   return sendError(new DropcodeError('DROPCODE_BAD_REQUEST', undefined, undefined, { cause: raw }), req, reply, false)
 }
@@ -84,6 +88,6 @@ export default fp(async function errorHandler (app: FastifyInstance) {
   // A download path the router could not match (`/download/%2E%2E`, say) is an unknown code,
   // answered with the download error page.
   app.setNotFoundHandler((req, reply) => req.url.startsWith('/download/')
-    ? sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
+    ? downloadNotFound(req, reply)
     : sendError(new DropcodeError('DROPCODE_ROUTE_NOT_FOUND'), req, reply))
 }, { name: 'error-handler' })

@@ -4,8 +4,6 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify'
 import { attachmentDisposition } from '../http/content-disposition.js'
-import { isCode } from '../ids.js'
-import { FileNotFound } from '../services/files.js'
 import type { FileRecord } from '../state/index.js'
 
 function fileHeaders (reply: FastifyReply, file: FileRecord) {
@@ -21,22 +19,8 @@ function fileHeaders (reply: FastifyReply, file: FileRecord) {
   })
 }
 
-/** The path parameter, checked against the code format before any store sees it. */
-function codeParam (params: unknown): string {
-  const { code } = params as { code: string }
-  if (!isCode(code)) throw new FileNotFound('unknown')
-  return code
-}
-
-/** Malformed codes are refusals too (counted as unknown). */
-function refuse (app: FastifyInstance, params: unknown): string {
-  try {
-    return codeParam(params)
-  } catch (err) {
-    app.metrics.downloadRefused('unknown')
-    throw err
-  }
-}
+/** The path parameter; the service checks its format before any store sees it. */
+const codeParam = (params: unknown) => (params as { code: string }).code
 
 export default async function downloadRoutes (app: FastifyInstance) {
   const config = { htmlErrors: true }
@@ -57,7 +41,7 @@ export default async function downloadRoutes (app: FastifyInstance) {
     onResponse: lookupFailed,
     schema: { summary: 'Download a file (uses one download)', tags: ['download'], documentedResponses }
   }, async (req, reply) => {
-    const download = await app.files.startDownload(refuse(app, req.params))
+    const download = await app.files.startDownload(codeParam(req.params))
     reply.raw.once('close', () => download.finish(reply.raw.writableFinished))
     fileHeaders(reply, download.file)
     return reply.send(download.body)
@@ -69,7 +53,7 @@ export default async function downloadRoutes (app: FastifyInstance) {
     onResponse: lookupFailed,
     schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], documentedResponses }
   }, async (req, reply) => {
-    fileHeaders(reply, await app.files.lookup(refuse(app, req.params)))
+    fileHeaders(reply, await app.files.lookup(codeParam(req.params)))
     return reply.send()
   })
 }

@@ -16,7 +16,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { BlobNotFoundError, type BlobStore } from '../blob/index.js'
 import { DropcodeError } from '../errors.js'
 import { cleanFilename, contentTypeFor } from '../http/filename.js'
-import { newBlobKey, newCode } from '../ids.js'
+import { isCode, newBlobKey, newCode } from '../ids.js'
 import { ByteCounter } from '../blob/byte-counter.js'
 import type { Metrics } from '../metrics.js'
 import type { InFlight } from './in-flight.js'
@@ -154,6 +154,7 @@ export function createFileService (opts: FileServiceOptions) {
 
     /** A live file, without claiming a download (HEAD). */
     async lookup (code: string): Promise<FileRecord> {
+      if (!isCode(code)) throw notFound('unknown') // before any store sees it
       const found = await state.lookupFile(code, now())
       if (!found.ok) throw notFound(found.reason)
       return found.file
@@ -161,6 +162,7 @@ export function createFileService (opts: FileServiceOptions) {
 
     /** Claims one download and opens the object. */
     async startDownload (code: string): Promise<Download> {
+      if (!isCode(code)) throw notFound('unknown') // before any store sees it
       const claim = await state.claimDownload(code, now())
       if (!claim.ok) throw notFound(claim.reason)
       const { file, last } = claim
@@ -193,6 +195,7 @@ export function createFileService (opts: FileServiceOptions) {
 
     /** Deletes a live file: record first (atomically), then its object. */
     async remove (code: string): Promise<void> {
+      if (!isCode(code)) throw new FileNotFound('unknown') // before any store sees it
       const removed = await state.deleteFile(code, now())
       if (!removed.ok) throw new FileNotFound(removed.reason) // not a download refusal
       await dropBlob(removed.file.blobKey)
