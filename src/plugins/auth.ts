@@ -4,7 +4,8 @@
  * configured key (no early exit), so timing reveals neither a key nor which one matched.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
-import type { onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
+import type { Config } from '../config.js'
 import { DropcodeError } from '../errors.js'
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
@@ -31,4 +32,12 @@ export const requireMultipart: onRequestAsyncHookHandler = async function requir
   const type = req.headers['content-type'] ?? ''
   if (!/^multipart\/form-data\s*;/i.test(type)) throw new DropcodeError('DROPCODE_NOT_MULTIPART')
   if (!BOUNDARY.test(type)) throw new DropcodeError('DROPCODE_MALFORMED_MULTIPART', 'The multipart boundary is missing or malformed (1–70 characters, RFC 2046).')
+}
+
+/**
+ * The onRequest hooks of every upload endpoint, in order: the key (401 before anything else),
+ * the per-key rate limit, then the body type.
+ */
+export function uploadGuards (app: FastifyInstance, config: Config): onRequestAsyncHookHandler[] {
+  return [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart]
 }

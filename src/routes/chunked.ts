@@ -8,9 +8,8 @@ import { Type } from 'typebox'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../errors.js'
 import { readForm } from '../http/multipart-form.js'
-import { apiKeyGuard, requireMultipart } from '../plugins/auth.js'
-import { checkUploadId } from '../services/sessions.js'
-import { positiveInt } from './fields.js'
+import { uploadGuards } from '../plugins/auth.js'
+import { chunkIndex, positiveInt, required, uploadId } from './fields.js'
 import { errorResponses, ExpiryHours, MaxDownloads, UploadId, UploadResponse } from './schemas.js'
 
 const StartResponse = Type.Object({ upload_id: Type.String() })
@@ -35,21 +34,9 @@ const common = { tags: ['chunked upload'], security: [{ apiKey: [] }] }
 const fieldsOnly = <F extends string>(req: Parameters<typeof readForm>[0], names: readonly F[]) =>
   readForm(req, '', names, { store: async () => undefined, discard: async () => {} })
 
-const required = (name: string, value: string | undefined): string => {
-  if (value === undefined) throw new DropcodeError('DROPCODE_MISSING_FIELD', `Field "${name}" is required.`)
-  return value
-}
-
-/** A non-negative decimal integer (no sign, no leading zeros). */
-const chunkIndex = (raw: string | undefined): number => {
-  const value = required('chunk_index', raw)
-  if (!/^(0|[1-9][0-9]{0,4})$/.test(value)) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Field "chunk_index" must be a non-negative integer.')
-  return Number(value)
-}
-
 export default async function chunkedRoutes (app: FastifyInstance, { config }: { config: Config }) {
   const { limits } = config
-  const onRequest = [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart]
+  const onRequest = uploadGuards(app, config)
 
   app.post('/upload/start', {
     onRequest,
@@ -99,14 +86,14 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
           throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
         }
         index = chunkIndex(before.chunk_index)
-        id = checkUploadId(before.upload_id)
+        id = uploadId(before.upload_id)
         return await app.sessions.receiveChunk(id, index, stream)
       },
       // The request failed after the chunk was stored (a second file, say): a 4xx records nothing.
       discard: () => app.sessions.dropChunk(id, index)
     })
     if (form.file === undefined) {
-      checkUploadId(form.fields.upload_id)
+      uploadId(form.fields.upload_id)
       chunkIndex(form.fields.chunk_index)
       throw new DropcodeError('DROPCODE_MISSING_FILE', 'Missing chunk: send it as the multipart file field "chunk".')
     }
@@ -118,7 +105,7 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
     schema: { ...common, summary: 'Which chunks have arrived', multipart: Type.Object({ upload_id: UploadId }), response: { 200: VerifyResponse, ...errorResponses(400, 401, 429, 404, 500, 503) } }
   }, async (req) => {
     const { fields } = await fieldsOnly(req, ['upload_id'] as const)
-    const { session, received } = await app.sessions.status(checkUploadId(fields.upload_id))
+    const { session, received } = await app.sessions.status(uploadId(fields.upload_id))
     const have = new Set(received)
     const missing: number[] = []
     for (let i = 0; i < session.totalChunks; i++) if (!have.has(i)) missing.push(i)
@@ -147,6 +134,6 @@ export default async function chunkedRoutes (app: FastifyInstance, { config }: {
     // Assembling a large session can keep the socket silent for minutes (S3 completing many
     // parts, or small-chunk sessions streamed into one object): exempt it from the stall guard.
     req.allowSilence()
-    return { code: await app.sessions.complete(checkUploadId(fields.upload_id)) }
+    return { code: await app.sessions.complete(uploadId(fields.upload_id)) }
   })
 }

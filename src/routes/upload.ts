@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../errors.js'
 import { readForm } from '../http/multipart-form.js'
-import { apiKeyGuard, requireMultipart } from '../plugins/auth.js'
+import { uploadGuards } from '../plugins/auth.js'
 import { positiveInt } from './fields.js'
 import { Type } from 'typebox'
 import { errorResponses, ExpiryHours, MaxDownloads, UploadResponse } from './schemas.js'
@@ -11,7 +11,7 @@ import { errorResponses, ExpiryHours, MaxDownloads, UploadResponse } from './sch
 export default async function uploadRoutes (app: FastifyInstance, { config }: { config: Config }) {
   const { limits } = config
   app.post('/upload', {
-    onRequest: [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart],
+    onRequest: uploadGuards(app, config),
     schema: {
       summary: 'Upload one file',
       description: 'Fields may come before or after the file. Answers the download code.',

@@ -23,7 +23,6 @@ import { SizeLimit, type FileService } from './files.js'
 
 const LOCK_MS = 120_000 // a chunk's lock; extended every LOCK_MS / 4 while it streams
 const COMPLETE_LEASE_MS = 15 * 60_000 // a completer that dies frees the session after this
-const UPLOAD_ID = /^[A-Za-z0-9_-]{22}$/
 
 export interface SessionServiceOptions {
   blobs: BlobStore
@@ -52,13 +51,6 @@ export interface SessionSettings {
 }
 
 export type SessionService = ReturnType<typeof createSessionService>
-
-/** upload_id format check (400 before any store sees it). */
-export function checkUploadId (raw: string | undefined): string {
-  if (raw === undefined) throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Field "upload_id" is required.')
-  if (!UPLOAD_ID.test(raw)) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Field "upload_id" is not a valid upload id.')
-  return raw
-}
 
 export function createSessionService (opts: SessionServiceOptions) {
   const { blobs, state, files, log, now } = opts
