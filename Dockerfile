@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
 # dropcode container image (multi-stage).
-#   build:   full install (dev deps included) + `npm run build` -> dist/
+#   build:   full install (dev deps included) + `npm run build` -> dist/ (the server, and
+#            the web page in dist/web: web/build.mjs compiles web/src and copies web/static)
 #   runtime: production deps only + dist/, runs as the non-root `node` user.
 #
 # Build:  docker build -t dropcode .
@@ -12,7 +13,8 @@
 # verifies/optimises its platform binary. Neither `tsc` (build stage) nor
 # `node dist/server.js` (runtime) executes esbuild.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 24 is the active LTS; dropcode supports Node 22, 24 and 26 (package.json engines).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS build

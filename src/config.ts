@@ -18,31 +18,42 @@ const Bool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Liter
 const Int = (min: number, max: number, def?: number) =>
   Type.String({ pattern: '^[0-9]+$', ...(def === undefined ? {} : { default: String(def) }), minimum: min, maximum: max })
 
+/** One host:port (a name, an IPv4 address or a bracketed IPv6 address), or a comma-separated list of them. */
+const HOST_PORT = '\\s*([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}\\s*'
+const HOST_PORTS = `^${HOST_PORT}(,${HOST_PORT})*$`
+
 /** Every environment variable dropcode reads. Integer values are decimal strings checked against `minimum`/`maximum` after parsing. */
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', minLength: 1 }),
-  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
+  TRUST_PROXY: Type.String({ description: 'false, a hop count such as 1, or comma-separated proxy addresses/CIDRs such as 10.0.0.0/8', default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
   PORT: Int(0, 65535, 3000),
+  CORS_ORIGINS: Type.String({ description: 'empty (off), * (any origin), or comma-separated origins such as https://tools.example.com,http://localhost:5173', default: '', pattern: '^\\s*(\\*|https?://[^\\s,/]+(\\s*,\\s*https?://[^\\s,/]+)*)?\\s*$' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map(l => Type.Literal(l)), { default: 'info' }),
-  API_KEYS: Type.Optional(Type.String({ pattern: '^\\s*[!-+\\--~]+\\s*(,\\s*[!-+\\--~]+\\s*)*$' })),
+  LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
+  API_KEYS: Type.Optional(Type.String({ description: 'comma-separated keys of printable ASCII without spaces, such as API_KEYS=key-one,key-two', pattern: '^\\s*[!-+\\--~]+\\s*(,\\s*[!-+\\--~]+\\s*)*$' })),
   DATA_DIR: Type.String({ default: './data', minLength: 1 }),
 
   STORAGE_DRIVER: Type.Optional(Type.Union([Type.Literal('fs'), Type.Literal('s3')])),
-  S3_BUCKET: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' })),
-  S3_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$' })),
+  S3_BUCKET: Type.Optional(Type.String({ description: 'an S3 bucket name: 3–63 lowercase letters, digits, dots and hyphens, such as dropcode-files', pattern: '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$' })),
+  S3_ENDPOINT: Type.Optional(Type.String({ description: 'an http(s) URL such as http://127.0.0.1:9000', pattern: '^https?://[^\\s]+$' })),
   S3_REGION: Type.String({ default: 'us-east-1', minLength: 1 }),
   S3_ACCESS_KEY_ID: Type.Optional(Type.String({ minLength: 1 })),
   S3_SECRET_ACCESS_KEY: Type.Optional(Type.String({ minLength: 1 })),
   S3_FORCE_PATH_STYLE: Type.Optional(Bool),
-  S3_PREFIX: Type.String({ default: '', pattern: '^([A-Za-z0-9!_.*\'()-]+/)*$' }),
+  S3_PREFIX: Type.String({ description: 'empty, or path segments each ending in /, such as dropcode/', default: '', pattern: '^([A-Za-z0-9!_.*\'()-]+/)*$' }),
   S3_CHECKSUM_MODE: Type.Union([Type.Literal('when_required'), Type.Literal('when_supported')], { default: 'when_required' }),
   S3_CREATE_BUCKET: Type.Union([Bool], { default: 'true' }),
   S3_PART_SIZE: Int(5 * MiB, 5 * GiB, 8 * MiB),
-  S3_QUEUE_SIZE: Int(1, 64, 4),
+  S3_QUEUE_SIZE: Int(1, 64, 2),
+  S3_UPLOAD_MEMORY: Int(16 * MiB, 64 * GiB, 256 * MiB),
 
   STATE_DRIVER: Type.Optional(Type.Union([Type.Literal('local'), Type.Literal('redis')])),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
-  REDIS_PREFIX: Type.String({ default: 'dropcode:', pattern: '^[A-Za-z0-9:_.-]*$' }),
+  REDIS_URL: Type.Optional(Type.String({ description: 'a Redis URL such as redis://localhost:6379 or rediss://:password@host:6380/0', pattern: '^rediss?://' })),
+  REDIS_CLUSTER_NODES: Type.Optional(Type.String({ description: 'comma-separated host:port seed nodes of a Redis Cluster, such as 10.0.0.1:6379,10.0.0.2:6379', pattern: HOST_PORTS })),
+  REDIS_SENTINELS: Type.Optional(Type.String({ description: 'comma-separated host:port of Redis Sentinels, such as 10.0.0.1:26379,10.0.0.2:26379', pattern: HOST_PORTS })),
+  REDIS_SENTINEL_NAME: Type.String({ description: 'the master name the Sentinels monitor, such as mymaster', default: 'mymaster', pattern: '^[A-Za-z0-9._-]+$' }),
+  REDIS_PASSWORD: Type.Optional(Type.String({ minLength: 1 })),
+  REDIS_PREFIX: Type.String({ description: 'letters, digits and : _ . - only, such as dropcode:', default: 'dropcode:', pattern: '^[A-Za-z0-9:_.-]*$' }),
   LOCAL_STATE_MAX_RECORDS: Int(1, 100_000_000, 1_000_000),
 
   MAX_FILE_SIZE: Int(1, Number.MAX_SAFE_INTEGER, 5 * GiB),
@@ -57,6 +68,15 @@ export const EnvSchema = Type.Object({
   SWEEP_INTERVAL_SECONDS: Int(0, 86_400, 60),
   SWEEP_GRACE_SECONDS: Int(0, 86_400, 600),
   UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600),
+  DOWNLOAD_RESUME_SECONDS: Int(0, 7 * 86_400, 3600),
+  MAX_CONCURRENT_UPLOADS: Int(0, 100_000, 32),
+  MAX_CONCURRENT_DOWNLOADS: Int(0, 100_000, 128),
+  SHED_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000),
+  SHED_HEAP_USED_PERCENT: Int(0, 100, 90),
+  LINGER_SECONDS: Int(0, 600, 20),
+  LINGER_MAX_BYTES: Int(0, Number.MAX_SAFE_INTEGER, 64 * MiB),
+  CHUNK_LOCK_SECONDS: Int(3, 600, 15),
+  DRAIN_DELAY_SECONDS: Int(0, 600, 5),
   SHUTDOWN_GRACE_SECONDS: Int(0, 3600, 30)
 })
 export type Env = Static<typeof EnvSchema>
@@ -74,15 +94,41 @@ export type StorageConfig =
     prefix: string
     checksumMode: 'when_required' | 'when_supported'
     createBucket: boolean
-    /** Bytes per S3 part for streamed uploads (lib-storage); ≥ 5 MiB. */
+    /** Bytes per S3 part (src/blob/s3/parts.ts); ≥ 5 MiB. */
     partSize: number
-    /** Parts uploaded concurrently per upload; memory per upload ≈ partSize × (queueSize + 1). */
+    /** Parts uploaded concurrently per upload. */
     queueSize: number
+    /** Bytes of part buffers shared by all uploads of the instance (at least two parts). */
+    uploadMemory: number
   }
+
+export interface HostPort {
+  host: string
+  port: number
+}
+
+/** How to reach Redis: one server by URL, a Redis Cluster by its seed nodes, or the master that Sentinels name. */
+export type RedisConnection =
+  | { mode: 'single', url: string }
+  /** `password` (REDIS_PASSWORD) is sent to every node. */
+  | { mode: 'cluster', nodes: HostPort[], password: string | undefined }
+  /** `password` (REDIS_PASSWORD) is the data nodes' password; the Sentinels themselves are reached without one. */
+  | { mode: 'sentinel', sentinels: HostPort[], name: string, password: string | undefined }
+
+/** A Redis URL without its password, for messages. */
+const safeUrl = (url: string) => url.replace(/\/\/([^@/]*)@/, '//***@')
+
+/** Where Redis is, for messages (never with a password), and the setting that says so. */
+export function describeRedis (c: RedisConnection): { where: string, setting: string } {
+  const list = (nodes: HostPort[]) => nodes.map(n => `${n.host.includes(':') ? `[${n.host}]` : n.host}:${n.port}`).join(',')
+  if (c.mode === 'single') return { where: `Redis at ${safeUrl(c.url)}`, setting: 'REDIS_URL' }
+  if (c.mode === 'cluster') return { where: `Redis Cluster at ${list(c.nodes)}`, setting: 'REDIS_CLUSTER_NODES' }
+  return { where: `Redis master ${c.name} of the Sentinels at ${list(c.sentinels)}`, setting: 'REDIS_SENTINELS' }
+}
 
 export type StateConfig =
   | { driver: 'local', dir: string, maxRecords: number }
-  | { driver: 'redis', url: string, prefix: string }
+  | { driver: 'redis', redis: RedisConnection, prefix: string }
 
 export interface Config {
   host: string
@@ -93,6 +139,10 @@ export interface Config {
   trustProxy: false | number | string[]
   port: number
   logLevel: string
+  /** Origins whose pages may call the API from a browser (CORS); empty = off, ['*'] = any. */
+  corsOrigins: string[]
+  /** json (production) or pretty (for people at a terminal: `npm run dev`; needs the dev dependency pino-pretty). */
+  logFormat: 'json' | 'pretty'
   apiKeys: string[]
   /** True when API_KEYS was unset and a random key was made for this run (server.ts logs it once). */
   apiKeyGenerated: boolean
@@ -129,7 +179,29 @@ export interface Config {
   }
   /** ms after which an unfinished upload's object is considered abandoned and swept. */
   uploadTimeoutMs: number
-  /** ms in-flight requests get to finish after SIGTERM before their connections are cut. */
+  /** Per-instance limits beyond which requests are refused with 503 DROPCODE_BUSY (0 = no limit). */
+  overload: {
+    maxUploads: number
+    maxDownloads: number
+    /** ms of event-loop delay beyond which new requests are shed. */
+    eventLoopDelayMs: number
+    /** Percent of the V8 heap limit beyond which new requests are shed. */
+    heapUsedPercent: number
+  }
+  /** After answering before a request body was read: how much of it is read and discarded (lingering close). */
+  linger: {
+    /** ms at most. */
+    maxMs: number
+    /** Bytes at most. */
+    maxBytes: number
+  }
+  /** ms a cut download stays resumable with its claim's ETag (its object is kept meanwhile). */
+  downloadResumeMs: number
+  /** ms a chunk upload's lock lasts without a heartbeat: a crashed holder's lock is gone after this. */
+  chunkLockMs: number
+  /** ms between SIGTERM and closing the listener, while /readyz answers 503 so balancers move away. */
+  drainDelayMs: number
+  /** ms in-flight requests get to finish after the listener closed before their connections are cut. */
   shutdownGraceMs: number
 }
 
@@ -138,6 +210,29 @@ export class ConfigError extends Error {
 }
 
 const truthy = (v: string | undefined) => v === 'true' || v === '1'
+
+const hostPorts = (list: string): HostPort[] => list.split(',').map(entry => {
+  const m = /^\s*\[?(.*?)\]?:([0-9]+)\s*$/.exec(entry)!
+  return { host: m[1]!, port: Number(m[2]) }
+})
+
+/** Exactly one of REDIS_URL, REDIS_CLUSTER_NODES, REDIS_SENTINELS picks how Redis is reached. */
+function redisConnection (e: Env, targets: Array<'REDIS_URL' | 'REDIS_CLUSTER_NODES' | 'REDIS_SENTINELS'>): RedisConnection {
+  if (targets.length === 0) throw new ConfigError('invalid REDIS_URL="": required when STATE_DRIVER=redis (or REDIS_CLUSTER_NODES for a Redis Cluster, REDIS_SENTINELS for Sentinel)')
+  if (targets.length > 1) {
+    throw new ConfigError(`invalid ${targets.join(' + ')}: set only one of REDIS_URL (one Redis), REDIS_CLUSTER_NODES (a Redis Cluster) or REDIS_SENTINELS (Redis with Sentinel)`)
+  }
+  for (const [name, value] of [['REDIS_CLUSTER_NODES', e.REDIS_CLUSTER_NODES], ['REDIS_SENTINELS', e.REDIS_SENTINELS]] as const) {
+    const bad = value === undefined ? undefined : hostPorts(value).find(n => n.port < 1 || n.port > 65535)
+    if (bad !== undefined) throw new ConfigError(`invalid ${name}=${JSON.stringify(value)}: port ${bad.port} of ${bad.host} is not from 1 to 65535`)
+  }
+  if (e.REDIS_URL !== undefined) {
+    if (e.REDIS_PASSWORD !== undefined) throw new ConfigError('invalid REDIS_PASSWORD: with REDIS_URL, put the password in the URL (redis://:password@host:6379)')
+    return { mode: 'single', url: e.REDIS_URL }
+  }
+  if (e.REDIS_CLUSTER_NODES !== undefined) return { mode: 'cluster', nodes: hostPorts(e.REDIS_CLUSTER_NODES), password: e.REDIS_PASSWORD }
+  return { mode: 'sentinel', sentinels: hostPorts(e.REDIS_SENTINELS!), name: e.REDIS_SENTINEL_NAME, password: e.REDIS_PASSWORD }
+}
 
 /** Validates `env` and returns the typed configuration. Throws ConfigError naming the bad variable. */
 export function loadConfig (env: Record<string, string | undefined>): Config {
@@ -152,8 +247,12 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
   if (errors.length > 0) {
     const e = errors[0]!
     const name = e.instancePath.replace(/^\//, '') || String((e.params as { requiredProperties?: string[] }).requiredProperties?.[0] ?? '')
-    const choices = (EnvSchema.properties as Record<string, { anyOf?: Array<{ const?: string }> }>)[name]?.anyOf
-    const why = choices !== undefined ? `must be one of ${choices.map(c => c.const).join(', ')}` : e.message
+    const prop = (EnvSchema.properties as Record<string, { anyOf?: Array<{ const?: string }>, description?: string, minimum?: number, maximum?: number }>)[name]
+    const why = prop?.anyOf !== undefined
+      ? `must be one of ${prop.anyOf.map(c => c.const).join(', ')}`
+      : prop?.minimum !== undefined
+        ? `must be a whole number (digits only, no units) from ${prop.minimum} to ${prop.maximum}`
+        : prop?.description !== undefined ? `must be ${prop.description}` : e.message
     throw new ConfigError(`invalid ${name}=${JSON.stringify(input[name] ?? '')}: ${why}`)
   }
   const e = withDefaults as Env
@@ -163,14 +262,15 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     if (s.minimum === undefined || typeof raw !== 'string') continue
     const n = Number(raw)
     if (!Number.isSafeInteger(n) || n < s.minimum || n > s.maximum!) {
-      throw new ConfigError(`invalid ${name}=${JSON.stringify(raw)}: must be an integer from ${s.minimum} to ${s.maximum}`)
+      throw new ConfigError(`invalid ${name}=${JSON.stringify(raw)}: must be a whole number (digits only, no units) from ${s.minimum} to ${s.maximum}`)
     }
   }
   const int = (name: keyof Env) => Number(e[name])
 
   const dataDir = path.resolve(e.DATA_DIR)
   const storageDriver = e.STORAGE_DRIVER ?? (e.S3_BUCKET !== undefined ? 's3' : 'fs')
-  const stateDriver = e.STATE_DRIVER ?? (e.REDIS_URL !== undefined ? 'redis' : 'local')
+  const redisTargets = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter(name => e[name] !== undefined)
+  const stateDriver = e.STATE_DRIVER ?? (redisTargets.length > 0 ? 'redis' : 'local')
 
   let storage: StorageConfig
   if (storageDriver === 's3') {
@@ -192,7 +292,8 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       checksumMode: e.S3_CHECKSUM_MODE,
       createBucket: truthy(e.S3_CREATE_BUCKET),
       partSize: int('S3_PART_SIZE'),
-      queueSize: int('S3_QUEUE_SIZE')
+      queueSize: int('S3_QUEUE_SIZE'),
+      uploadMemory: int('S3_UPLOAD_MEMORY')
     }
   } else {
     storage = { driver: 'fs', dir: path.join(dataDir, 'blobs') }
@@ -200,8 +301,7 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
 
   let state: StateConfig
   if (stateDriver === 'redis') {
-    if (e.REDIS_URL === undefined) throw new ConfigError('invalid REDIS_URL="": required when STATE_DRIVER=redis')
-    state = { driver: 'redis', url: e.REDIS_URL, prefix: e.REDIS_PREFIX }
+    state = { driver: 'redis', redis: redisConnection(e, redisTargets), prefix: e.REDIS_PREFIX }
   } else {
     state = { driver: 'local', dir: path.join(dataDir, 'state'), maxRecords: int('LOCAL_STATE_MAX_RECORDS') }
   }
@@ -220,6 +320,8 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     trustProxy,
     port: int('PORT'),
     logLevel: e.LOG_LEVEL,
+    logFormat: e.LOG_FORMAT,
+    corsOrigins: e.CORS_ORIGINS.split(',').map(o => o.trim()).filter(o => o !== ''),
     apiKeys,
     apiKeyGenerated,
     dataDir,
@@ -243,6 +345,16 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       graceMs: int('SWEEP_GRACE_SECONDS') * 1000
     },
     uploadTimeoutMs: int('UPLOAD_TIMEOUT_SECONDS') * 1000,
+    downloadResumeMs: int('DOWNLOAD_RESUME_SECONDS') * 1000,
+    overload: {
+      maxUploads: int('MAX_CONCURRENT_UPLOADS'),
+      maxDownloads: int('MAX_CONCURRENT_DOWNLOADS'),
+      eventLoopDelayMs: int('SHED_EVENT_LOOP_DELAY_MS'),
+      heapUsedPercent: int('SHED_HEAP_USED_PERCENT')
+    },
+    linger: { maxMs: int('LINGER_SECONDS') * 1000, maxBytes: int('LINGER_MAX_BYTES') },
+    chunkLockMs: int('CHUNK_LOCK_SECONDS') * 1000,
+    drainDelayMs: int('DRAIN_DELAY_SECONDS') * 1000,
     shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS') * 1000
   }
 }

@@ -4,7 +4,7 @@
  * and never touch prom-client themselves. Every metric is listed in the README.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { Unavailable } from './state/index.js'
+import type { Unavailable } from './core/model.js'
 
 export interface Metrics {
   registry: Registry
@@ -12,6 +12,13 @@ export interface Metrics {
   downloadRefused (reason: Unavailable): void
   /** A claimed download ended: `complete` when every byte was sent. */
   downloadEnded (bytes: number, complete: boolean): void
+  /** A cut download was resumed with its claim (counting no download). */
+  downloadResumed (): void
+  /**
+   * A refund of a claim whose outcome was unknown: queued, refunded (acknowledged by the state
+   * store) or dropped (given up: queue full or shutting down); `pending` is the queue's length after.
+   */
+  claimRefund (event: 'queued' | 'refunded' | 'dropped', pending: number): void
   session (event: 'opened' | 'completed'): void
   sweep (deleted: number, failed: number): void
   backendError (backend: 'storage' | 'state'): void
@@ -26,7 +33,10 @@ export function createMetrics (opts: { dueObjects: () => Promise<number> }): Met
     uploadBytes: new Counter({ name: 'dropcode_upload_bytes_total', help: 'Bytes of stored files.', registers: [registry] }),
     downloads: new Counter({ name: 'dropcode_downloads_total', help: 'Claimed downloads by outcome (served: every byte sent; aborted: cut short).', labelNames: ['outcome'], registers: [registry] }),
     refused: new Counter({ name: 'dropcode_download_refusals_total', help: 'Download or HEAD requests answered 404, by reason.', labelNames: ['reason'], registers: [registry] }),
+    resumes: new Counter({ name: 'dropcode_download_resumes_total', help: 'Cut downloads resumed with their claim (Range + If-Range), counting no new download.', registers: [registry] }),
     downloadBytes: new Counter({ name: 'dropcode_download_bytes_total', help: 'Bytes sent by downloads.', registers: [registry] }),
+    refunds: new Counter({ name: 'dropcode_claim_refunds_total', help: 'Refunds of download claims whose outcome was unknown (state store timeout or lost connection), by event.', labelNames: ['event'], registers: [registry] }),
+    refundsPending: new Gauge({ name: 'dropcode_claim_refunds_pending', help: 'Refunds of download claims waiting for the state store on this instance.', registers: [registry] }),
     sessions: new Counter({ name: 'dropcode_chunked_sessions_total', help: 'Chunked sessions by event.', labelNames: ['event'], registers: [registry] }),
     sweeps: new Counter({ name: 'dropcode_sweeper_runs_total', help: 'Sweeps run by this instance.', registers: [registry] }),
     swept: new Counter({ name: 'dropcode_sweeper_objects_total', help: 'Objects the sweeper handled, by result (expired files, deleted files not yet removed, abandoned uploads and sessions).', labelNames: ['result'], registers: [registry] }),
@@ -52,7 +62,9 @@ export function createMetrics (opts: { dueObjects: () => Promise<number> }): Met
     registry,
     uploaded (kind, bytes) { m.uploads.inc({ kind }); m.uploadBytes.inc(bytes) },
     downloadRefused (reason) { m.refused.inc({ reason }) },
+    downloadResumed () { m.resumes.inc() },
     downloadEnded (bytes, complete) { m.downloads.inc({ outcome: complete ? 'served' : 'aborted' }); m.downloadBytes.inc(bytes) },
+    claimRefund (event, pending) { m.refunds.inc({ event }); m.refundsPending.set(pending) },
     session (event) { m.sessions.inc({ event }) },
     sweep (deleted, failed) { m.sweeps.inc(); m.swept.inc({ result: 'deleted' }, deleted); m.swept.inc({ result: 'failed' }, failed) },
     backendError (backend) { m.backendErrors.inc({ backend }) },

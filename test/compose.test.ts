@@ -5,7 +5,7 @@ import { parse } from 'yaml'
 import { EnvSchema, loadConfig } from '../src/config.js'
 
 const compose = parse(fs.readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8')) as {
-  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], build?: unknown, image?: string, volumes?: string[] }>
+  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], build?: unknown, image?: string, volumes?: string[], stop_grace_period?: string }>
 }
 
 t.test('the stack has the service, Redis, MinIO and the bucket setup', async t => {
@@ -24,6 +24,8 @@ t.test('the service environment uses only real settings, and they load', async t
   for (const name of Object.keys(env)) t.ok(name in EnvSchema.properties, `${name} is a dropcode setting`)
   const resolved = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v).replace(/\$\{(\w+):-([^}]*)\}/g, '$2')]))
   const config = loadConfig(resolved)
+  const stopGraceMs = Number(/^(\d+)s$/.exec(compose.services.dropcode!.stop_grace_period ?? '')?.[1] ?? 10) * 1000
+  t.ok(stopGraceMs > config.drainDelayMs + config.shutdownGraceMs, `stop_grace_period (${stopGraceMs} ms) outlasts the drain delay and the shutdown grace`)
   t.equal(config.storage.driver, 's3')
   t.equal(config.state.driver, 'redis')
   t.match(compose.services.dropcode!.ports, [/3000/])

@@ -18,7 +18,7 @@ t.test('no settings: the embedded default (fs + local) under ./data, with a gene
 t.test('S3_BUCKET selects s3, REDIS_URL selects redis; explicit drivers win', async t => {
   const c = loadConfig({ S3_BUCKET: 'bucket-a', REDIS_URL: 'redis://h:6379', S3_ENDPOINT: 'http://127.0.0.1:9000' })
   t.match(c.storage, { driver: 's3', bucket: 'bucket-a', forcePathStyle: true, checksumMode: 'when_required', region: 'us-east-1', credentials: undefined })
-  t.match(c.state, { driver: 'redis', url: 'redis://h:6379', prefix: 'dropcode:' })
+  t.match(c.state, { driver: 'redis', redis: { mode: 'single', url: 'redis://h:6379' }, prefix: 'dropcode:' })
   const forced = loadConfig({ S3_BUCKET: 'bucket-a', REDIS_URL: 'redis://h', STORAGE_DRIVER: 'fs', STATE_DRIVER: 'local' })
   t.equal(forced.storage.driver, 'fs')
   t.equal(forced.state.driver, 'local')
@@ -34,7 +34,11 @@ t.test('API_KEYS: comma-separated, trimmed', async t => {
 t.test('a bad value stops start-up with a message naming the variable', async t => {
   const bad: Array<[Record<string, string>, RegExp]> = [
     [{ PORT: 'abc' }, /^invalid PORT="abc"/],
-    [{ PORT: '70000' }, /^invalid PORT="70000": must be an integer from 0 to 65535/],
+    [{ PORT: '70000' }, /^invalid PORT="70000": must be a whole number \(digits only, no units\) from 0 to 65535/],
+    [{ PORT: 'eighty' }, /^invalid PORT="eighty": must be a whole number \(digits only, no units\) from 0 to 65535$/],
+    [{ MAX_FILE_SIZE: '5GB' }, /^invalid MAX_FILE_SIZE="5GB": must be a whole number .* from 1 to/],
+    [{ API_KEYS: 'a key' }, /^invalid API_KEYS="a key": must be comma-separated keys .* such as API_KEYS=key-one,key-two$/],
+    [{ REDIS_URL: 'localhost:6379' }, /^invalid REDIS_URL="localhost:6379": must be a Redis URL such as redis:\/\/localhost:6379/],
     [{ MAX_FILE_SIZE: '0' }, /^invalid MAX_FILE_SIZE/],
     [{ MAX_DOWNLOADS: '-5' }, /^invalid MAX_DOWNLOADS/],
     [{ MAX_EXPIRY_HOURS: '1.5' }, /^invalid MAX_EXPIRY_HOURS/],
@@ -67,4 +71,27 @@ t.test('every variable has a documented default or is optional', async t => {
   for (const [name, schema] of Object.entries(EnvSchema.properties)) {
     t.ok('default' in schema || !(EnvSchema.required as string[] | undefined)?.includes(name), name)
   }
+})
+
+t.test('REDIS_CLUSTER_NODES selects a Redis Cluster; REDIS_SENTINELS the master Sentinels name', async t => {
+  const c = loadConfig({ REDIS_CLUSTER_NODES: ' 10.0.0.1:7000, redis-b.internal:7001,[::1]:7002 ', REDIS_PASSWORD: 'pw' })
+  t.same(c.state, { driver: 'redis', prefix: 'dropcode:', redis: { mode: 'cluster', password: 'pw', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: 'redis-b.internal', port: 7001 }, { host: '::1', port: 7002 }] } })
+  const s = loadConfig({ REDIS_SENTINELS: 's1:26379,s2:26379' })
+  t.same(s.state, { driver: 'redis', prefix: 'dropcode:', redis: { mode: 'sentinel', name: 'mymaster', password: undefined, sentinels: [{ host: 's1', port: 26379 }, { host: 's2', port: 26379 }] } })
+  t.match(loadConfig({ REDIS_URL: 'redis://h:6379' }).state, { redis: { mode: 'single', url: 'redis://h:6379' } })
+})
+
+t.test('one way to reach Redis: REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINELS exclude each other', async t => {
+  const bad: Array<[Record<string, string>, RegExp]> = [
+    [{ REDIS_URL: 'redis://h:6379', REDIS_CLUSTER_NODES: 'h:7000' }, /^invalid REDIS_URL \+ REDIS_CLUSTER_NODES: set only one of REDIS_URL \(one Redis\), REDIS_CLUSTER_NODES \(a Redis Cluster\) or REDIS_SENTINELS/],
+    [{ REDIS_CLUSTER_NODES: 'h:7000', REDIS_SENTINELS: 'h:26379' }, /^invalid REDIS_CLUSTER_NODES \+ REDIS_SENTINELS: set only one/],
+    [{ REDIS_URL: 'redis://h:6379', REDIS_PASSWORD: 'pw' }, /^invalid REDIS_PASSWORD: with REDIS_URL, put the password in the URL/],
+    [{ REDIS_CLUSTER_NODES: 'h' }, /^invalid REDIS_CLUSTER_NODES="h": must be comma-separated host:port/],
+    [{ REDIS_CLUSTER_NODES: 'redis://h:7000' }, /^invalid REDIS_CLUSTER_NODES/],
+    [{ REDIS_CLUSTER_NODES: 'h:7000,' }, /^invalid REDIS_CLUSTER_NODES/],
+    [{ REDIS_CLUSTER_NODES: 'h:70000' }, /^invalid REDIS_CLUSTER_NODES="h:70000": port 70000 of h is not from 1 to 65535/],
+    [{ REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'my master' }, /^invalid REDIS_SENTINEL_NAME/],
+    [{ STATE_DRIVER: 'redis' }, /^invalid REDIS_URL="": required when STATE_DRIVER=redis \(or REDIS_CLUSTER_NODES for a Redis Cluster, REDIS_SENTINELS for Sentinel\)/]
+  ]
+  for (const [env, message] of bad) t.throws(() => loadConfig(env), message, JSON.stringify(env))
 })

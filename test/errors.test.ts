@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import t from 'tap'
-import { DropcodeError, ERROR_CATALOGUE } from '../src/errors.js'
+import { DropcodeError, ERROR_CATALOGUE } from '../src/core/errors.js'
 
 const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
 

@@ -65,7 +65,7 @@ t.test('S3 write failure: 503, no record, nothing left', async t => {
   t.notMatch(JSON.stringify(up.body), /injected|InternalError/, 'no internals leak')
   running.faults.clear()
   t.same(await listStored(running.config), [])
-  t.equal(await running.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER), 0)
+  t.equal(await running.app.state.cleanup.countDue(Number.MAX_SAFE_INTEGER), 0)
 })
 
 t.test('S3 delete failure on DELETE: the file is gone at once; the sweeper removes the object later', async t => {

@@ -51,11 +51,12 @@ t.test('healthz is always 200; readyz names the failing dependency and recovers'
 t.test('readyz answers 503 as soon as draining starts; other routes keep serving', async t => {
   const { app, url } = await startApp(t, testConfig(t, 'fs+local', {}))
   t.equal((await fetch(`${url}/readyz`)).status, 200)
-  app.startDraining() // what server.ts does on SIGTERM, before closing
+  const shutdown = app.lifecycle.shutdown({ drainMs: 300, graceMs: 1000 }) // what server.ts does on SIGTERM
   const res = await fetch(`${url}/readyz`)
   t.equal(res.status, 503)
   t.same(await res.json(), { status: 'draining' })
-  t.equal((await upload(url, [['file', { data: 'x' }]])).status, 200, 'in-flight work still served')
+  t.equal((await upload(url, [['file', { data: 'x' }]])).status, 200, 'other routes keep serving while draining')
+  await shutdown
 })
 
 t.test('metrics count uploads, downloads by outcome, refusals by reason, sessions and sweeps', async t => {
@@ -202,7 +203,7 @@ t.test('a request whose client stops sending is cut after the stall period; noth
   })
   t.ok(closed >= 700 && closed < 5000, `connection cut after ${closed} ms`)
   await eventually(async () => {
-    if (await running.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER) !== 0) throw new Error('not clean yet')
+    if (await running.app.state.cleanup.countDue(Number.MAX_SAFE_INTEGER) !== 0) throw new Error('not clean yet')
   })
   t.same(await listStored(running.config), [], 'the partial upload left nothing')
 })

@@ -1,53 +1,19 @@
 /**
- * The real entry point as a user runs it (`npm start` runs src/server.ts): configuration
+ * The real entry point as a user runs it (`npm start` runs dist/server.js, built from src/server.ts): configuration
  * errors, the zero-setup embedded default, and a restart that loses nothing.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import path from 'node:path'
-import { createInterface } from 'node:readline'
 import t from 'tap'
 import { dataDir, form } from './helpers/app.js'
+import { root, serverCommand, startServer as start, stopServer as stop } from './helpers/server-process.js'
 
-const root = path.resolve(import.meta.dirname, '..')
-
-interface Server { child: ChildProcess, url: string, logs: Array<Record<string, unknown>>, stderr: () => string }
-
-async function startServer (env: Record<string, string>): Promise<Server> {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/server.ts'], {
-    cwd: root,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  const logs: Array<Record<string, unknown>> = []
-  let stderr = ''
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start in 20 s')), 20_000)
-    createInterface({ input: child.stdout! }).on('line', line => {
-      const entry = JSON.parse(line) as Record<string, unknown>
-      logs.push(entry)
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(String(entry.msg))
-      if (m) { clearTimeout(timer); resolve(m[1]!) }
-    })
-    child.once('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code}`)) })
-  })
-  return { child, url, logs, stderr: () => stderr }
-}
-
-/** SIGTERM; resolves with the exit code, or a description of what went wrong (for the diff). */
-async function stop (server: Server): Promise<number | string> {
-  if (server.child.exitCode !== null) return server.child.exitCode
-  const exited = once(server.child, 'exit')
-  server.child.kill('SIGTERM')
-  const [code, signal] = await exited as [number | null, string | null]
-  if (code === 0) return 0
-  const tail = server.logs.slice(-5).map(l => JSON.stringify(l)).join('\n')
-  return `exit ${String(code)} signal ${String(signal)}\nstderr: ${server.stderr().slice(-2000)}\nlast logs:\n${tail}`
-}
+const startServer = (env: Record<string, string>) => start(t, env)
 
 t.test('a bad setting stops start-up, naming the variable', async t => {
-  const child = spawn(process.execPath, ['--import=tsx', 'src/server.ts'], { cwd: root, env: { PATH: process.env.PATH, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const [cmd, args] = serverCommand()
+  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
   const [code] = await once(child, 'exit')
@@ -55,13 +21,12 @@ t.test('a bad setting stops start-up, naming the variable', async t => {
   t.match(stderr, /invalid PORT="eighty"/)
 })
 
-t.test('zero setup: a generated key is logged once; a restart loses nothing', async t => {
+t.test('zero setup: the banner shows the generated key; a restart loses nothing', async t => {
   const dir = dataDir(t)
   const first = await startServer({ DATA_DIR: dir })
-  const keyLog = first.logs.find(l => typeof l.apiKey === 'string')
-  t.ok(keyLog, 'the generated key is logged')
-  const key = String(keyLog!.apiKey)
-  const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
+  const key = /API key \(generated for this run[^)]*\): (\S+)/.exec(first.stderr())?.[1]
+  t.ok(key, 'the generated key is in the banner')
+  const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key! }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
   const { code } = await res.json() as { code: string }
   const firstDownload = await fetch(`${first.url}/download/${code}`)
   t.equal(firstDownload.status, 200)
@@ -74,7 +39,8 @@ t.test('zero setup: a generated key is logged once; a restart loses nothing', as
   t.equal(again.status, 200)
   t.equal(await again.text(), 'survives', 'file and its download count survived the restart')
   t.equal((await fetch(`${second.url}/download/${code}`)).status, 404)
-  t.notOk(second.logs.some(l => typeof l.apiKey === 'string'), 'no key logged when API_KEYS is set')
+  t.notMatch(second.stderr(), /generated/, 'no key generated when API_KEYS is set')
+  t.notOk(JSON.stringify(second.logs).includes('fixed-key'), 'keys are never logged')
   t.notOk(JSON.stringify(second.logs).includes(`/download/${code}`), 'codes are not logged in full')
 })
 
@@ -108,4 +74,93 @@ t.test('a shutdown during an upload leaves nothing behind', async t => {
   const blobs = path.join(dir, 'blobs')
   const left = existsSync(blobs) ? readdirSync(blobs, { recursive: true, withFileTypes: true }).filter(e => e.isFile()) : []
   t.same(left.map(e => e.name), [], 'no object or partial file')
+})
+
+t.test('SIGTERM to `npm start` stops the service (npm_start_leaves_node_running)', async t => {
+  const npm = process.env.npm_execpath !== undefined ? [process.execPath, process.env.npm_execpath] : ['npm']
+  // --ignore-scripts: not the build first (other test files run servers from dist/ meanwhile)
+  const child = spawn(npm[0]!, [...npm.slice(1), 'start', '--silent', '--ignore-scripts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('npm start did not serve in 60 s')), 60_000)
+    let out = ''
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString()
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)
+      if (m) { clearTimeout(timer); resolve(m[1]!) }
+    })
+  })
+  t.equal((await fetch(`${url}/healthz`)).status, 200)
+  const exited = once(child, 'exit')
+  child.kill('SIGTERM') // what `docker stop`, systemd or a CI runner sends to the npm process
+  await exited
+  let refused = false
+  for (let i = 0; i < 50 && !refused; i++) {
+    try { await fetch(`${url}/healthz`); await new Promise(resolve => setTimeout(resolve, 100)) } catch { refused = true }
+  }
+  t.ok(refused, 'the node server stopped with npm: nothing listens any more')
+})
+
+t.test('the start-up banner says where it serves, with which drivers, and the key, even at LOG_LEVEL=error (banner_hidden_by_log_level)', async t => {
+  const dir = dataDir(t)
+  const server = await startServer({ DATA_DIR: dir, LOG_LEVEL: 'error' })
+  const banner = server.stderr()
+  t.match(banner, /^dropcode is serving on 127\.0\.0\.1, port \d+:$/m)
+  t.match(banner, /^ {2}storage: files under .*blobs$/m)
+  t.match(banner, /^ {2}state: {3}LMDB under .*state$/m)
+  const key = /API key \(generated for this run; set API_KEYS to keep keys across restarts\): (\S+)$/m.exec(banner)?.[1]
+  t.ok(key, 'the generated key, though LOG_LEVEL=error')
+  const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': key! }, body: form([['file', { data: 'x' }]]) })
+  t.equal(res.status, 200, 'and it works')
+  t.same(server.logs, [], 'nothing else at LOG_LEVEL=error')
+  t.equal(await stop(server), 0)
+})
+
+/** Runs the entry point until it exits; resolves with its exit code and stderr. */
+async function failingStart (env: Record<string, string>) {
+  const [cmd, args] = serverCommand()
+  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  let stdout = ''
+  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
+  child.stdout!.on('data', (c: Buffer) => { stdout += c.toString() })
+  const [code] = await once(child, 'exit') as [number]
+  return { code, stderr, stdout }
+}
+
+t.test('start-up failures are one readable line with a hint (startup_errors_unreadable)', async t => {
+  const { freePort } = await import('./helpers/ports.js')
+  const dir = dataDir(t)
+  const redisPort = await freePort()
+  const redis = await failingStart({ DATA_DIR: dir, REDIS_URL: `redis://:secret@127.0.0.1:${redisPort}` })
+  t.equal(redis.code, 1)
+  t.equal(redis.stderr, `dropcode: cannot reach Redis at redis://***@127.0.0.1:${redisPort} (REDIS_URL): ECONNREFUSED (hint: start Redis there, fix REDIS_URL, or unset REDIS_URL and STATE_DRIVER to keep the state under DATA_DIR)\n`, 'names Redis and its URL, hides the password')
+  t.equal(redis.stdout, '', 'no log line, no stack trace')
+
+  const s3Port = await freePort()
+  const s3 = await failingStart({ DATA_DIR: dir, S3_BUCKET: 'artifacts', S3_ENDPOINT: `http://127.0.0.1:${s3Port}`, S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b' })
+  t.equal(s3.code, 1)
+  t.equal(s3.stderr, `dropcode: S3 bucket "artifacts" at http://127.0.0.1:${s3Port} is not usable: ECONNREFUSED (hint: check S3_ENDPOINT (is the server running and reachable?))\n`)
+
+  const busy = await startServer({ DATA_DIR: dataDir(t), API_KEYS: 'k' })
+  const port = new URL(busy.url).port
+  const inUse = await failingStart({ DATA_DIR: dataDir(t), PORT: port })
+  t.equal(inUse.code, 1)
+  t.equal(inUse.stderr, `dropcode: port ${port} on 127.0.0.1 is already in use (PORT) (hint: stop the other server there, or choose another PORT)\n`)
+  t.equal(await stop(busy), 0)
+
+  for (const [env, line] of [
+    [{ PORT: 'eighty' }, 'dropcode: invalid PORT="eighty": must be a whole number (digits only, no units) from 0 to 65535 (hint: see "Configuration" in the README)\n'],
+    [{ MAX_FILE_SIZE: '5GB' }, /^dropcode: invalid MAX_FILE_SIZE="5GB": must be a whole number \(digits only, no units\) from 1 to \d+ \(hint/],
+    [{ API_KEYS: 'my key' }, /^dropcode: invalid API_KEYS="my key": must be comma-separated keys of printable ASCII without spaces, such as API_KEYS=key-one,key-two/]
+  ] as const) {
+    const bad = await failingStart({ DATA_DIR: dir, ...env })
+    t.equal(bad.code, 2)
+    if (typeof line === 'string') t.equal(bad.stderr, line)
+    else t.match(bad.stderr, line)
+  }
 })

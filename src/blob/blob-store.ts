@@ -17,8 +17,8 @@ export interface BlobStore {
   /** Streams `body` into a new object. Resolves with its length in bytes. */
   put (key: string, body: Readable, options?: { contentType?: string }): Promise<{ size: number }>
 
-  /** Opens an object for reading. */
-  get (key: string): Promise<{ body: Readable, size: number }>
+  /** Opens an object for reading, whole or the bytes `range.start`…`range.end` (inclusive). */
+  get (key: string, range?: ByteRange): Promise<{ body: Readable, size: number }>
 
   /** Removes an object; succeeds when it is already gone. */
   delete (key: string): Promise<void>
@@ -35,8 +35,12 @@ export interface BlobStore {
   /** Frees a chunk that a retry replaced. */
   discardChunk (key: string, handle: string, receipt: ChunkReceipt): Promise<void>
 
-  /** Assembles the chunks (receipts in index order) into the object `key`; frees chunk storage. */
-  completeChunked (key: string, handle: string, receipts: ChunkReceipt[]): Promise<{ size: number }>
+  /**
+   * Assembles the chunks (receipts in index order) into the object `key`; frees chunk storage.
+   * Resolves with the object's size and, when the bytes passed through the service on the way
+   * (so hashing them cost nothing), their SHA-256 in hex.
+   */
+  completeChunked (key: string, handle: string, receipts: ChunkReceipt[]): Promise<{ size: number, sha256?: string }>
 
   /** Prepares the backend (directories; the bucket when allowed to create it). */
   init (): Promise<void>
@@ -44,6 +48,9 @@ export interface BlobStore {
   /** Throws when the backend cannot be used (readiness). */
   ping (): Promise<void>
 }
+
+/** A byte range, both ends inclusive (as in HTTP). */
+export interface ByteRange { start: number, end: number }
 
 /** What a driver keeps about a stored chunk (JSON, saved in the session). */
 export type ChunkReceipt = { size: number } & Record<string, unknown>

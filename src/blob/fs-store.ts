@@ -16,13 +16,14 @@ import fsp from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
-import { DropcodeError } from '../errors.js'
 import { randomBytes } from 'node:crypto'
-import { isBlobKey } from '../ids.js'
+import { DropcodeError, isOutOfSpace, StartupError } from '../core/errors.js'
+import { isBlobKey } from '../core/ids.js'
+import { ByteCounter, Sha256Meter } from '../core/streams.js'
 import { BlobNotFoundError, type BlobStore } from './blob-store.js'
-import { ByteCounter } from './byte-counter.js'
 
-const unavailable = (err: unknown) => new DropcodeError('DROPCODE_STORAGE_UNAVAILABLE', undefined, undefined, { cause: err })
+/** A filesystem failure: 507 when the disk (or quota) is full, else 503. */
+const unavailable = (err: unknown) => new DropcodeError(isOutOfSpace(err) ? 'DROPCODE_STORAGE_FULL' : 'DROPCODE_STORAGE_UNAVAILABLE', undefined, undefined, { cause: err })
 
 export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
   const root = path.resolve(dir)
@@ -31,15 +32,20 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     return path.join(root, key.slice(0, 2), key)
   }
 
-  /** Writes `body` to `temp`, then renames it to `final`; on failure removes `temp`. */
-  async function writeFile (temp: string, final: string, body: Readable): Promise<number> {
-    const counter = new ByteCounter()
+  /**
+   * Writes `body` to `temp`, then renames it to `final`; on failure removes `temp`. Rejects
+   * with the body's own error when the body failed first, with a storage error when the disk
+   * did (a full disk must not be blamed on the client).
+   */
+  async function writeFile (temp: string, final: string, body: Readable, counter: ByteCounter | Sha256Meter = new ByteCounter()): Promise<number> {
     let bodyError: unknown
-    body.once('error', err => { bodyError = err })
+    let diskError: unknown
+    body.once('error', err => { bodyError ??= err })
     let out: fs.WriteStream | undefined
     try {
       await fsp.mkdir(path.dirname(final), { recursive: true })
       out = fs.createWriteStream(temp, { flags: 'wx' })
+      out.once('error', err => { if (err !== bodyError) diskError ??= err })
       await pipeline(body, counter, out)
       await fsp.rename(temp, final)
       return counter.bytes
@@ -48,6 +54,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       // wait for it to close, or the removal below could come first and leave the file.
       if (out !== undefined && !out.closed) await once(out, 'close').catch(() => {})
       await fsp.rm(temp, { force: true }).catch(() => {})
+      if (diskError !== undefined || isOutOfSpace(err)) throw unavailable(diskError ?? err)
       throw bodyError ?? unavailable(err)
     }
   }
@@ -80,12 +87,13 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
         for (const r of receipts) yield * fs.createReadStream(path.join(dir, String(r.file)))
       }
       const final = pathOf(key)
-      const size = await writeFile(`${final}.part`, final, Readable.from(concatenated()))
+      const meter = new Sha256Meter()
+      const size = await writeFile(`${final}.part`, final, Readable.from(concatenated()), meter)
       await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
-      return { size }
+      return { size, sha256: meter.hex() }
     },
 
-    async get (key) {
+    async get (key, range) {
       const file = pathOf(key)
       let handle: fsp.FileHandle
       try {
@@ -96,7 +104,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       }
       try {
         const { size } = await handle.stat()
-        return { body: handle.createReadStream(), size }
+        return { body: handle.createReadStream(range ?? {}), size }
       } catch (err) {
         await handle.close()
         throw unavailable(err)
@@ -119,7 +127,13 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     },
 
     async init () {
-      await fsp.mkdir(root, { recursive: true })
+      try {
+        await fsp.mkdir(root, { recursive: true })
+        await fsp.access(root, fs.constants.W_OK)
+      } catch (err) {
+        throw new StartupError(`cannot write files under ${root} (DATA_DIR): ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+          'make DATA_DIR writable by this user, or point DATA_DIR elsewhere', { cause: err })
+      }
     },
 
     async ping () {

@@ -7,9 +7,9 @@ import { NodeHttpHandler } from '@smithy/node-http-handler'
 import type { StorageConfig } from '../config.js'
 import type { BlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
-import { createS3BlobStore } from './s3-store.js'
+import { createS3BlobStore } from './s3/store.js'
 
-export type { BlobStore } from './blob-store.js'
+export type { BlobStore, ByteRange, ChunkReceipt } from './blob-store.js'
 export { BlobNotFoundError } from './blob-store.js'
 
 /** Builds an S3 client from the storage settings (also used by tests and benchmarks). */
@@ -51,7 +51,9 @@ export async function openBlobStore (config: StorageConfig, options: { s3Client?
       prefix: config.prefix,
       partSize: config.partSize,
       queueSize: config.queueSize,
-      createBucket: config.createBucket
+      uploadMemory: config.uploadMemory,
+      createBucket: config.createBucket,
+      endpoint: config.endpoint
     })
     return { store, close: async () => { if (options.s3Client === undefined) client.destroy() } }
   }

@@ -1,9 +1,15 @@
-/** The small HTML page download failures answer with (the interface wants HTML there). */
+/**
+ * The small HTML page download failures answer with (the interface wants HTML there). It shares
+ * the web page's look: the same stylesheet and header (served under /assets/ by routes/web.ts),
+ * no script, and a link back to the page. A 404 says only that the file is not available, the
+ * same words whether the code never existed, expired or was used up.
+ */
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 
 const TITLES: Record<number, string> = {
-  404: 'File not found',
+  404: 'File not available',
+  416: 'Cannot resume this download',
   429: 'Too many attempts',
   503: 'Temporarily unavailable'
 }
@@ -16,13 +22,21 @@ export function errorPage (status: number, message: string): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <meta name="robots" content="noindex">
 <title>${escapeHtml(title)} · dropcode</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:15vh auto;padding:0 1rem;color:#222}h1{font-size:1.4rem}p{color:#555}</style>
+<link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/assets/style.css">
 </head>
 <body>
-<h1>${escapeHtml(title)}</h1>
+<header class="site"><a class="brand" href="/"><img src="/assets/icon.svg" alt="" width="28" height="28">dropcode</a></header>
+<main id="main">
+<section class="card error-page" aria-labelledby="error-title">
+<h1 id="error-title">${escapeHtml(title)}</h1>
 <p>${escapeHtml(message)}</p>
+<p><a class="button" href="/">Go to the dropcode page</a></p>
+</section>
+</main>
 </body>
 </html>
 `

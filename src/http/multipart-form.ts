@@ -9,20 +9,23 @@
  */
 import type { Readable } from 'node:stream'
 import type { FastifyRequest } from 'fastify'
-import { DropcodeError, isDropcodeError } from '../errors.js'
+import type { Static, TObject } from 'typebox'
+import { DropcodeError, isDropcodeError } from '../core/errors.js'
+import { parseFields } from './form-fields.js'
 
-export interface StoredFileHandler<T, F extends string = string> {
+export interface StoredFileHandler<T> {
   /**
-   * Consumes the whole stream (or fails); called at most once per request, with the fields
-   * that came before the file.
+   * Consumes the whole stream (or fails); called at most once per request, with the raw
+   * values of the schema's fields that came before the file.
    */
-  store (stream: Readable, filename: string | undefined, fieldsBefore: Partial<Record<F, string>>): Promise<T>
+  store (stream: Readable, filename: string | undefined, fieldsBefore: Partial<Record<string, string>>): Promise<T>
   /** Undoes `store` when the request fails afterwards. */
   discard (stored: T): Promise<void>
 }
 
-export interface FormResult<F extends string, T> {
-  fields: Partial<Record<F, string>>
+export interface FormResult<S extends TObject, T> {
+  /** The fields, checked against the schema (parse-fields.ts). */
+  fields: Static<S>
   file: T | undefined
 }
 
@@ -41,18 +44,24 @@ function parserError (err: unknown): DropcodeError {
   return new DropcodeError('DROPCODE_MALFORMED_MULTIPART', undefined, undefined, { cause: err })
 }
 
+/** A form with text fields only (a file part is refused). */
+export const readFields = <S extends TObject>(req: FastifyRequest, schema: S) =>
+  readForm(req, '', schema, { store: async () => undefined, discard: async () => {} }).then(f => f.fields)
+
 /**
  * @param fileField name of the single file part expected (e.g. `file`); '' when none is
- * @param fieldNames text fields to collect; others are ignored, duplicates are a 400
+ * @param schema the text fields: others are ignored, duplicates are a 400, and the collected
+ *   values are checked against it once the whole body is read (the stored file is discarded if
+ *   they fail)
  */
-export async function readForm<F extends string, T> (
+export async function readForm<S extends TObject, T> (
   req: FastifyRequest,
   fileField: string,
-  fieldNames: readonly F[],
-  handler: StoredFileHandler<T, F>
-): Promise<FormResult<F, T>> {
-  const fields: Partial<Record<F, string>> = Object.create(null)
-  const wanted = new Set<string>(fieldNames)
+  schema: S,
+  handler: StoredFileHandler<T>
+): Promise<FormResult<S, T>> {
+  const fields: Partial<Record<string, string>> = Object.create(null)
+  const wanted = new Set<string>(Object.keys(schema.properties))
   let file: T | undefined
   let fileSeen = false
   const parts = req.parts()[Symbol.asyncIterator]()
@@ -92,11 +101,11 @@ export async function readForm<F extends string, T> (
       if (part.valueTruncated || typeof part.value !== 'string') {
         throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "${part.fieldname}" is too long.`)
       }
-      fields[part.fieldname as F] = part.value
+      fields[part.fieldname] = part.value
     }
+    return { fields: parseFields(schema, fields), file }
   } catch (err) {
     if (file !== undefined) await handler.discard(file)
     throw err
   }
-  return { fields, file }
 }

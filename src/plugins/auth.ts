@@ -2,11 +2,20 @@
  * X-Client-Key authentication for the upload endpoints. Runs as an onRequest hook, before any
  * body byte is read. Keys are compared as SHA-256 digests with timingSafeEqual against every
  * configured key (no early exit), so timing reveals neither a key nor which one matched.
+ *
+ * Decorates the app with `uploadGuards`, the onRequest hooks every upload route takes.
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
-import type { Config } from '../config.js'
-import { DropcodeError } from '../errors.js'
+import fp from 'fastify-plugin'
+import { DropcodeError } from '../core/errors.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** onRequest hooks of every upload endpoint, in order: the key (401 before anything else), the per-key rate limit, the body type. */
+    uploadGuards: onRequestAsyncHookHandler[]
+  }
+}
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
 
@@ -34,10 +43,6 @@ export const requireMultipart: onRequestAsyncHookHandler = async function requir
   if (!BOUNDARY.test(type)) throw new DropcodeError('DROPCODE_MALFORMED_MULTIPART', 'The multipart boundary is missing or malformed (1–70 characters, RFC 2046).')
 }
 
-/**
- * The onRequest hooks of every upload endpoint, in order: the key (401 before anything else),
- * the per-key rate limit, then the body type.
- */
-export function uploadGuards (app: FastifyInstance, config: Config): onRequestAsyncHookHandler[] {
-  return [apiKeyGuard(config.apiKeys), app.rateLimits.uploads, requireMultipart]
-}
+export default fp(async function auth (app: FastifyInstance, { apiKeys }: { apiKeys: readonly string[] }) {
+  app.decorate('uploadGuards', [apiKeyGuard(apiKeys), app.rateLimits.uploads, requireMultipart])
+}, { name: 'auth', dependencies: ['rate-limit'] })

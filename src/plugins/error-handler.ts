@@ -5,10 +5,16 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { DropcodeError, isDropcodeError } from '../errors.js'
+import { DropcodeError, isDropcodeError } from '../core/errors.js'
 import { errorPage } from '../http/error-page.js'
+import { lingerAfterEarlyAnswer, type LingerBounds } from '../http/linger.js'
+import { ERROR_PAGE_CSP, PAGE_HEADERS } from '../http/page-security.js'
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Bounds of the lingering close after an early answer (http/linger.ts). */
+    lingerBounds: LingerBounds
+  }
   interface FastifyContextConfig {
     /** Render errors as an HTML page instead of JSON (download routes). */
     htmlErrors?: boolean
@@ -32,11 +38,17 @@ export function toDropcodeError (err: unknown): DropcodeError {
 
 export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply, html = req.routeOptions.config?.htmlErrors === true) {
   const status = err.statusCode
-  // A body we stopped reading (size limit, bad field) must not be drained into the next request.
-  if (!req.raw.complete) reply.header('connection', 'close')
+  // A body we stopped reading (size limit, bad field, key): answer, then read and discard the
+  // rest for a bounded time before closing, so the client can read the answer.
+  if (!req.raw.complete) {
+    reply.header('connection', 'close')
+    lingerAfterEarlyAnswer(req.raw, req.server.lingerBounds)
+  }
   if (html) {
     const message = status >= 500 ? `${err.message} (request id ${req.id})` : err.message
-    return reply.code(status).type('text/html; charset=utf-8').send(errorPage(status, message))
+    return reply.code(status).type('text/html; charset=utf-8')
+      .headers({ 'content-security-policy': ERROR_PAGE_CSP, 'cache-control': 'no-store', ...PAGE_HEADERS })
+      .send(errorPage(status, message))
   }
   return reply.code(status).send({
     error: err.message,
@@ -70,13 +82,16 @@ export function clientError (err: Error & { code?: string }, socket: import('nod
     socket.destroy()
     return
   }
-  const e = new DropcodeError(err.code === 'HPE_HEADER_OVERFLOW' ? 'DROPCODE_HEADERS_TOO_LARGE' : 'DROPCODE_BAD_REQUEST')
+  const e = new DropcodeError(err.code === 'HPE_HEADER_OVERFLOW'
+    ? 'DROPCODE_HEADERS_TOO_LARGE'
+    : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'DROPCODE_REQUEST_TIMEOUT' : 'DROPCODE_BAD_REQUEST')
   const body = JSON.stringify({ error: e.message, code: e.code })
-  const reason = e.statusCode === 431 ? 'Request Header Fields Too Large' : 'Bad Request'
+  const reason = ({ 431: 'Request Header Fields Too Large', 408: 'Request Timeout' } as Record<number, string>)[e.statusCode] ?? 'Bad Request'
   socket.end(`HTTP/1.1 ${e.statusCode} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
 }
 
-export default fp(async function errorHandler (app: FastifyInstance) {
+export default fp(async function errorHandler (app: FastifyInstance, opts: { linger: LingerBounds }) {
+  app.decorate('lingerBounds', opts.linger)
   app.setErrorHandler((raw, req, reply) => {
     const err = toDropcodeError(raw)
     if (err.code === 'DROPCODE_STATE_UNAVAILABLE') app.metrics?.backendError('state')

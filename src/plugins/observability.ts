@@ -14,9 +14,10 @@ declare module 'fastify' {
 }
 
 export default fp(async function observability (app: FastifyInstance, opts: { now: () => number }) {
-  const metrics = createMetrics({ dueObjects: () => app.state.countDueBlobs(opts.now()) })
+  const metrics = createMetrics({ dueObjects: () => app.state.cleanup.countDue(opts.now()) })
   app.decorate('metrics', metrics)
 
+  app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })
   app.addHook('onResponse', async (req, reply) => {
     const route = req.routeOptions.url ?? 'unmatched'
     const status = reply.statusCode

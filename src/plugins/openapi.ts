@@ -9,7 +9,13 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { TSchema } from 'typebox'
 
+export interface RouteEntry { method: string, url: string, hidden: boolean }
+
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered (for the OpenAPI completeness test and operators' tooling). */
+    routeTable: RouteEntry[]
+  }
   interface FastifySchema {
     /** Documents a multipart/form-data body (fields and file parts) for the OpenAPI document only. */
     multipart?: TSchema
@@ -19,6 +25,11 @@ declare module 'fastify' {
 }
 
 export default fp(async function openapi (app: FastifyInstance) {
+  const routeTable: RouteEntry[] = []
+  app.decorate('routeTable', routeTable)
+  app.addHook('onRoute', route => {
+    for (const method of [route.method].flat()) routeTable.push({ method, url: route.url, hidden: route.schema?.hide === true })
+  })
   await app.register(swagger, {
     exposeHeadRoutes: true,
     openapi: {

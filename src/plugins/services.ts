@@ -4,6 +4,7 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { createFileService, type FileService } from '../services/files.js'
 import { InFlight } from '../services/in-flight.js'
+import { createRefundQueue } from '../services/refunds.js'
 import { createSessionService, type SessionService } from '../services/sessions.js'
 import { createSweeper, type Sweeper } from '../services/sweeper.js'
 
@@ -18,21 +19,27 @@ declare module 'fastify' {
 export default fp(async function services (app: FastifyInstance, opts: { config: Config, now: () => number }) {
   const { config, now } = opts
   const inFlight = new InFlight()
+  const { blobs, state } = app
+  const refunds = createRefundQueue({ files: state.files, log: app.log.child({ component: 'refunds' }), metrics: app.metrics, now })
   const files = createFileService({
-    blobs: app.blobs,
-    state: app.state,
+    blobs,
+    files: state.files,
+    cleanup: state.cleanup,
     log: app.log,
     metrics: app.metrics,
     inFlight,
+    refunds,
     now,
     maxFileSize: config.limits.maxFileSize,
     graceMs: config.sweeper.graceMs,
-    uploadTimeoutMs: config.uploadTimeoutMs
+    uploadTimeoutMs: config.uploadTimeoutMs,
+    resumeMs: config.downloadResumeMs
   })
   app.decorate('files', files)
   app.decorate('sessions', createSessionService({
-    blobs: app.blobs,
-    state: app.state,
+    blobs,
+    sessions: state.sessions,
+    cleanup: state.cleanup,
     files,
     log: app.log,
     metrics: app.metrics,
@@ -41,15 +48,18 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     maxChunkSize: config.limits.maxChunkSize,
     maxFileSize: config.limits.maxFileSize,
     sessionTtlMs: config.sessionTtlMs,
-    graceMs: config.sweeper.graceMs
+    graceMs: config.sweeper.graceMs,
+    chunkLockMs: config.chunkLockMs
   }))
-  const sweeper = createSweeper({ blobs: app.blobs, state: app.state, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs })
+  const sweeper = createSweeper({ blobs, files: state.files, sessions: state.sessions, cleanup: state.cleanup, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs })
   app.decorate('sweeper', sweeper)
   app.addHook('onReady', async () => sweeper.start())
   // Root-level onClose hooks run in reverse registration order, so this runs before the
-  // stores close: cut uploads finish deleting what they stored, the sweeper stops.
+  // stores close: cut uploads finish deleting what they stored, queued claim refunds get a
+  // last chance, the sweeper stops.
   app.addHook('onClose', async () => {
     await inFlight.drain(10_000)
+    await refunds.close(3000) // with inFlight's 10 s, inside server.ts's hard deadline (grace + 15 s)
     await sweeper.stop()
   })
 }, { name: 'services', dependencies: ['stores', 'observability'] })

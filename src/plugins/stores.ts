@@ -1,18 +1,18 @@
 /**
- * Infrastructure: opens the BlobStore and StateStore chosen by the configuration, decorates
- * the app with them, and closes their clients when the app closes.
+ * Infrastructure: opens the BlobStore and the state backend chosen by the configuration,
+ * decorates the app with them, and closes their clients when the app closes.
  */
 import type { S3Client } from '@aws-sdk/client-s3'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { openBlobStore, type BlobStore } from '../blob/index.js'
 import type { Config } from '../config.js'
-import { openStateStore, type StateStore } from '../state/index.js'
+import { openState, type StateBackend } from '../state/index.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     blobs: BlobStore
-    state: StateStore
+    state: StateBackend
   }
 }
 
@@ -24,14 +24,11 @@ export interface StoresOptions {
 }
 
 export default fp(async function stores (app: FastifyInstance, opts: StoresOptions) {
-  const state = await openStateStore(opts.config.state, {
-    now: opts.now,
-    onConnectionError: err => app.log.warn({ err }, 'state store connection error')
-  })
+  const state = await openState(opts.config.state, { now: opts.now, graceMs: opts.config.sweeper.graceMs, log: app.log })
   app.addHook('onClose', () => state.close())
   const blobs = await openBlobStore(opts.config.storage, opts.s3Client ? { s3Client: opts.s3Client } : {})
   app.addHook('onClose', () => blobs.close())
   await blobs.store.init()
-  app.decorate('state', state.store)
+  app.decorate('state', state)
   app.decorate('blobs', blobs.store)
 }, { name: 'stores' })

@@ -1,14 +1,15 @@
 /** DELETE /delete/{code}: removes a live file; no key needed (holding the code is enough). */
-import type { FastifyInstance } from 'fastify'
-import { DeleteResponse, errorResponses } from './schemas.js'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { CodeParams, DeleteResponse, errorResponses } from './schemas.js'
 
-export default async function deleteRoutes (app: FastifyInstance) {
+const deleteRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/delete/:code', {
     onRequest: app.rateLimits.lookupGate,
-    onResponse: app.rateLimits.lookupFailed,
-    schema: { summary: 'Delete a file by its code', tags: ['delete'], response: { 200: DeleteResponse, ...errorResponses(404, 429, 500, 503) } }
+    onSend: app.rateLimits.lookupFailed,
+    schema: { summary: 'Delete a file by its code', tags: ['delete'], params: CodeParams, response: { 200: DeleteResponse, ...errorResponses(404, 429, 500, 503) } }
   }, async (req) => {
-    await app.files.remove((req.params as { code: string }).code)
+    await app.files.remove(req.params.code)
     return { message: 'File deleted.' }
   })
 }
+export default deleteRoutes

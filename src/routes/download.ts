@@ -1,33 +1,49 @@
 /**
- * GET and HEAD /download/{code}. GET claims a download before the first byte; HEAD only looks
- * (it never consumes a download). Failures answer an HTML page (config.htmlErrors).
+ * GET and HEAD /download/{code}. GET claims a download before the first byte, or resumes one
+ * (Range + If-Range with the claim's ETag: 206, counting nothing); HEAD only looks (it never
+ * consumes a download). Failures answer an HTML page (config.htmlErrors).
  */
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
+import type { FileRecord } from '../core/model.js'
 import { attachmentDisposition } from '../http/content-disposition.js'
-import type { FileRecord } from '../state/index.js'
+import { claimETag, RangeNotSatisfiable } from '../services/files.js'
+import { CodeParams } from './schemas.js'
 
-function fileHeaders (reply: FastifyReply, file: FileRecord) {
+/** RFC 9530 Repr-Digest of the whole representation (also on 206 answers). */
+const reprDigest = (file: FileRecord) => `sha-256=:${Buffer.from(file.sha256, 'hex').toString('base64')}:`
+/** HEAD's ETag names the file (its content); a claim's ETag comes from the file service. */
+const fileETag = (file: FileRecord) => file.sha256 !== ''
+  ? `"s-${Buffer.from(file.sha256, 'hex').toString('base64url')}"`
+  : `"f-${file.code}-${file.createdAt}"`
+
+function fileHeaders (reply: FastifyReply, file: FileRecord, etag: string, length: number) {
   reply.headers({
     'content-type': file.contentType,
-    'content-length': String(file.size),
+    'content-length': String(length),
     'content-disposition': attachmentDisposition(file.filename),
     'x-content-type-options': 'nosniff',
     'content-security-policy': "default-src 'none'; sandbox",
     'cache-control': 'no-store',
-    // Ranges are not served: every GET is a whole download, counted once (README: Range).
-    'accept-ranges': 'none'
+    // Ranges are served to the holder of a claim only (Range + If-Range with its ETag).
+    'accept-ranges': 'bytes',
+    etag
   })
+  if (file.sha256 !== '') reply.header('repr-digest', reprDigest(file))
 }
 
-/** The path parameter; the service checks its format before any store sees it. */
-const codeParam = (params: unknown) => (params as { code: string }).code
-
-export default async function downloadRoutes (app: FastifyInstance) {
+const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const config = { htmlErrors: true }
   const html = { description: 'Friendly HTML error page.', content: { 'text/html': { schema: { type: 'string' } } } }
+  const headers = {
+    ETag: { description: 'GET: the claim (a secret, for If-Range when resuming); HEAD: the file.', schema: { type: 'string' } },
+    'Repr-Digest': { description: 'RFC 9530: sha-256=:<base64>: of the whole file.', schema: { type: 'string' } }
+  }
   const documentedResponses = {
-    200: { description: 'The file, as an attachment.', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+    200: { description: 'The file, as an attachment (one download claimed).', headers, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+    206: { description: 'Resumed: the requested range of a claim named by If-Range (nothing counted).', headers, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
     404: { ...html, description: 'Unknown, malformed, expired, exhausted or deleted code (HTML page).' },
+    416: { ...html, description: 'The claim\'s requested range starts past the end of the file (Content-Range: bytes */size).' },
     429: { ...html, description: 'Too many failed lookups from this address (optional limit; Retry-After).' },
     500: html,
     503: html
@@ -37,23 +53,30 @@ export default async function downloadRoutes (app: FastifyInstance) {
   app.get('/download/:code', {
     config,
     exposeHeadRoute: false,
-    onRequest: lookupGate,
-    onResponse: lookupFailed,
-    schema: { summary: 'Download a file (uses one download)', tags: ['download'], documentedResponses }
+    onRequest: [lookupGate, app.transferSlots.download],
+    onSend: lookupFailed,
+    schema: { summary: 'Download a file (uses one download), or resume a cut one', tags: ['download'], params: CodeParams, documentedResponses }
   }, async (req, reply) => {
-    const download = await app.files.startDownload(codeParam(req.params))
+    const download = await app.files.download(req.params.code, { range: req.headers.range, ifRange: [req.headers['if-range']].flat()[0] }).catch(err => {
+      if (err instanceof RangeNotSatisfiable) reply.header('content-range', `bytes */${err.size}`)
+      throw err
+    })
     reply.raw.once('close', () => download.finish(reply.raw.writableFinished))
-    fileHeaders(reply, download.file)
+    const { file, range } = download
+    fileHeaders(reply, file, claimETag(download.claimId), range === undefined ? file.size : range.end - range.start + 1)
+    if (range !== undefined) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${file.size}`)
     return reply.send(download.body)
   })
 
   app.head('/download/:code', {
     config,
     onRequest: lookupGate,
-    onResponse: lookupFailed,
-    schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], documentedResponses }
+    onSend: lookupFailed,
+    schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], params: CodeParams, documentedResponses }
   }, async (req, reply) => {
-    fileHeaders(reply, await app.files.lookup(codeParam(req.params)))
+    const file = await app.files.lookup(req.params.code)
+    fileHeaders(reply, file, fileETag(file), file.size)
     return reply.send()
   })
 }
+export default downloadRoutes

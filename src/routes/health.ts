@@ -1,10 +1,9 @@
 /**
  * Health for load balancers: /healthz (liveness: the process answers; no dependencies) and
  * /readyz (the state store and the storage answer within a second; 503 naming the failed one,
- * and 503 as soon as a shutdown starts draining). Both are cheap enough to poll every second.
+ * and 503 as soon as a shutdown starts draining: plugins/lifecycle.ts). Both are cheap enough to poll every second.
  */
 import type { FastifyInstance } from 'fastify'
-import fp from 'fastify-plugin'
 import { Type } from 'typebox'
 
 const CHECK_TIMEOUT_MS = 1000
@@ -27,25 +26,15 @@ async function check (probe: () => Promise<void>): Promise<'ok' | 'failing'> {
   }
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Turns /readyz to 503 so load balancers stop sending traffic (server.ts calls it on SIGTERM). */
-    startDraining (): void
-  }
-}
-
-// fastify-plugin: startDraining must be visible to server.ts on the root instance.
-export default fp(async function healthRoutes (app: FastifyInstance) {
-  let draining = false
-  app.decorate('startDraining', () => { draining = true })
-  app.addHook('preClose', async () => { draining = true })
-
+export default async function healthRoutes (app: FastifyInstance) {
   app.get('/healthz', { schema: { summary: 'Liveness', response: { 200: Health } } }, async () => ({ status: 'ok' }))
 
   app.get('/readyz', { schema: { summary: 'Readiness: state store and storage reachable', response: { 200: Health, 503: Health } } }, async (_req, reply) => {
-    if (draining) return reply.code(503).send({ status: 'draining' })
+    if (app.lifecycle.draining) return reply.code(503).send({ status: 'draining' })
+    const overloaded = app.overloaded()
+    if (overloaded !== undefined) return reply.code(503).send({ status: 'overloaded', checks: { load: overloaded } })
     const [state, storage] = await Promise.all([check(() => app.state.ping()), check(() => app.blobs.ping())])
     const ok = state === 'ok' && storage === 'ok'
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', checks: { state, storage } })
   })
-}, { name: 'health', dependencies: ['stores'] })
+}

@@ -1,25 +1,103 @@
-/** Response schemas of the interface (also the source of the OpenAPI document). */
-import { Type } from 'typebox'
+/**
+ * The request and response shapes of the interface, as TypeBox schemas: the same objects
+ * validate requests (multipart fields through http/form-fields.ts, path parameters through
+ * fastify) and produce /openapi.json.
+ */
+import { Type, type TObject, type TProperties } from 'typebox'
+import type { Config } from '../config.js'
+
+type Limits = Config['limits']
 
 export const ErrorBody = Type.Object({
   error: Type.String({ description: 'What went wrong, for people.' }),
   code: Type.String({ description: 'Stable DROPCODE_* error code, for programs.' })
 }, { additionalProperties: true })
 
-export const UploadResponse = Type.Object({
-  code: Type.String({ pattern: '^[A-Za-z0-9]{6}$', description: '6-character download code.' })
-})
-
-/** Field docs shared by the upload endpoints (OpenAPI only). */
-export const MaxDownloads = Type.Optional(Type.Integer({ minimum: 1, default: 1, description: 'Downloads allowed (1…MAX_DOWNLOADS).' }))
-export const ExpiryHours = Type.Optional(Type.Integer({ minimum: 1, default: 24, description: 'Hours until the file expires (1…MAX_EXPIRY_HOURS).' }))
-export const UploadId = Type.String({ pattern: '^[A-Za-z0-9_-]{22}$', description: 'Session id from /upload/start.' })
-
-/** Errors of the upload endpoints: the JSON error body, by status. */
+/** Errors of the JSON endpoints: the error body, by status. */
 export function errorResponses (...statuses: number[]) {
   return Object.fromEntries(statuses.map(s => [s, ErrorBody]))
 }
 
-export const DeleteResponse = Type.Object({
-  message: Type.String()
+export const CodeParams = Type.Object({ code: Type.String({ description: '6-character download code.' }) })
+
+/** The interface's defaults for a file's settings. */
+export const DEFAULT_MAX_DOWNLOADS = 1
+export const DEFAULT_EXPIRY_HOURS = 24
+
+const maxDownloads = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxDownloads, default: DEFAULT_MAX_DOWNLOADS, description: 'Downloads allowed.' }))
+const expiryHours = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxExpiryHours, default: DEFAULT_EXPIRY_HOURS, description: 'Hours until the file expires.' }))
+const UploadId = Type.String({ pattern: '^[A-Za-z0-9_-]{22}$', description: 'the upload_id from /upload/start: 22 base64url characters' })
+const sha256Of = (what: string) => Type.Optional(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: `the SHA-256 of ${what}, 64 hex digits; a mismatch answers 400 DROPCODE_DIGEST_MISMATCH and stores nothing` }))
+
+/** POST /upload fields (besides the file part). */
+export const uploadFields = (limits: Limits) => Type.Object({
+  max_downloads: maxDownloads(limits),
+  expiry_hours: expiryHours(limits),
+  sha256: sha256Of('the file')
+})
+
+/** POST /upload/start fields. */
+export const startFields = (limits: Limits) => Type.Object({
+  filename: Type.String({ minLength: 1, pattern: '\\S', description: 'the name of the file being uploaded, not empty' }),
+  total_chunks: Type.Integer({ minimum: 1, maximum: limits.maxTotalChunks, description: 'Chunks the session expects.' }),
+  max_downloads: maxDownloads(limits),
+  expiry_hours: expiryHours(limits),
+  sha256: sha256Of('the whole file, checked when the session completes')
+})
+
+/** POST /upload/chunk fields; they must come before the `chunk` file part. */
+export const ChunkFields = Type.Object({
+  upload_id: UploadId,
+  chunk_index: Type.Integer({ minimum: 0, maximum: 99_999, description: '0-based index of this chunk (below total_chunks).' }),
+  chunk_sha256: sha256Of('this chunk (before or after the chunk part)')
+})
+
+/** POST /upload/verify and /upload/complete fields. */
+export const SessionFields = Type.Object({ upload_id: UploadId })
+
+/** The OpenAPI description of a multipart body: the field schema plus its file part. */
+export function multipartBody<T extends TProperties> (fields: TObject<T>, file?: { name: string, description: string }) {
+  return Type.Object({
+    ...fields.properties,
+    ...(file !== undefined ? { [file.name]: Type.String({ format: 'binary', description: file.description }) } : {})
+  })
+}
+
+export const UploadResponse = Type.Object({
+  code: Type.String({ pattern: '^[A-Za-z0-9]{6}$', description: '6-character download code.' }),
+  size: Type.Optional(Type.Integer({ description: 'Bytes stored.' })),
+  sha256: Type.Optional(Type.String({ description: 'SHA-256 of the bytes stored, computed by the service, hex.' }))
+})
+export const StartResponse = Type.Object({ upload_id: Type.String() })
+export const ChunkResponse = Type.Object({
+  success: Type.Boolean(),
+  received_chunks: Type.Integer(),
+  total_chunks: Type.Integer(),
+  chunk_index: Type.Integer()
+})
+export const VerifyResponse = Type.Object({
+  upload_id: Type.String(),
+  filename: Type.String(),
+  total_chunks: Type.Integer(),
+  received_chunks: Type.Integer(),
+  missing_chunks: Type.Array(Type.Integer()),
+  max_downloads: Type.Integer(),
+  expiry_hours: Type.Integer(),
+  chunks: Type.Array(Type.Object({
+    index: Type.Integer(),
+    size: Type.Integer({ description: 'Bytes.' }),
+    sha256: Type.String({ description: 'SHA-256 of the chunk as stored, hex (empty for chunks received by dropcode 0.1).' })
+  }), { description: 'Every received chunk, by index.' })
+})
+export const DeleteResponse = Type.Object({ message: Type.String() })
+
+/** GET /limits: what an upload may be, for clients that want to check before sending (the web page). */
+export const LimitsResponse = Type.Object({
+  max_file_size: Type.Integer({ description: 'Largest file accepted, in bytes (MAX_FILE_SIZE).' }),
+  max_chunk_size: Type.Integer({ description: 'Largest chunk accepted by /upload/chunk, in bytes (MAX_CHUNK_SIZE).' }),
+  max_total_chunks: Type.Integer({ description: 'Largest total_chunks accepted by /upload/start (MAX_TOTAL_CHUNKS).' }),
+  max_downloads: Type.Integer({ description: 'Largest max_downloads accepted (MAX_DOWNLOADS).' }),
+  max_expiry_hours: Type.Integer({ description: 'Largest expiry_hours accepted (MAX_EXPIRY_HOURS).' }),
+  default_max_downloads: Type.Integer({ description: 'max_downloads when none is sent.' }),
+  default_expiry_hours: Type.Integer({ description: 'expiry_hours when none is sent.' })
 })

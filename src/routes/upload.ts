@@ -1,47 +1,36 @@
 /** POST /upload: one file in one multipart request. */
-import type { FastifyInstance } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Config } from '../config.js'
-import { DropcodeError } from '../errors.js'
+import { DropcodeError } from '../core/errors.js'
 import { readForm } from '../http/multipart-form.js'
-import { uploadGuards } from '../plugins/auth.js'
-import { positiveInt } from './fields.js'
-import { Type } from 'typebox'
-import { errorResponses, ExpiryHours, MaxDownloads, UploadResponse } from './schemas.js'
+import { errorResponses, multipartBody, uploadFields, UploadResponse } from './schemas.js'
 
-export default async function uploadRoutes (app: FastifyInstance, { config }: { config: Config }) {
-  const { limits } = config
+const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
+  const Fields = uploadFields(config.limits)
   app.post('/upload', {
-    onRequest: uploadGuards(app, config),
+    onRequest: [...app.uploadGuards, app.sizeGuard(config.limits.maxFileSize, 'DROPCODE_FILE_TOO_LARGE'), app.transferSlots.upload],
     schema: {
       summary: 'Upload one file',
       description: 'Fields may come before or after the file. Answers the download code.',
       tags: ['upload'],
       security: [{ apiKey: [] }],
-      multipart: Type.Object({
-        file: Type.String({ format: 'binary', description: 'The file (exactly one).' }),
-        max_downloads: MaxDownloads,
-        expiry_hours: ExpiryHours
-      }),
-      response: { 200: UploadResponse, ...errorResponses(400, 401, 429, 413, 500, 503) }
+      multipart: multipartBody(Fields, { name: 'file', description: 'The file (exactly one).' }),
+      response: { 200: UploadResponse, ...errorResponses(400, 401, 413, 429, 500, 503, 507) }
     }
   }, async (req) => {
-    const form = await readForm(req, 'file', ['max_downloads', 'expiry_hours'] as const, {
+    const form = await readForm(req, 'file', Fields, {
       store: (stream, filename) => app.files.receive(stream, filename),
       discard: blob => app.files.discard(blob)
     })
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE')
-    let settings
-    try {
-      settings = {
-        maxDownloads: positiveInt('max_downloads', form.fields.max_downloads, limits.maxDownloads, 1),
-        expiryHours: positiveInt('expiry_hours', form.fields.expiry_hours, limits.maxExpiryHours, 24)
-      }
-    } catch (err) {
+    const { max_downloads: maxDownloads, expiry_hours: expiryHours, sha256 } = form.fields
+    if (sha256 !== undefined && sha256.toLowerCase() !== form.file.sha256) {
       await app.files.discard(form.file)
-      throw err
+      throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', undefined, { declared_sha256: sha256.toLowerCase(), sha256: form.file.sha256 })
     }
-    const file = await app.files.publish(form.file, settings)
-    req.log.info({ size: file.size, maxDownloads: file.maxDownloads, expiryHours: settings.expiryHours }, 'file uploaded')
-    return { code: file.code }
+    const file = await app.files.publish(form.file, { maxDownloads: maxDownloads!, expiryHours: expiryHours! })
+    req.log.info({ size: file.size, maxDownloads, expiryHours }, 'file uploaded')
+    return { code: file.code, size: file.size, sha256: file.sha256 }
   })
 }
+export default uploadRoutes

@@ -3,51 +3,89 @@
  * a fresh code, serve downloads against the limit, delete. Takes its stores as arguments; the
  * routes only parse and map results.
  *
- * Ordering rules that keep storage and state consistent:
+ * Ordering rules that keep storage and state consistent without multi-key transactions:
  * - An object key enters the cleanup index (deadline: now + UPLOAD_TIMEOUT) *before* any byte
  *   is written, so a crash mid-upload leaves something the sweeper finds.
- * - The record is created after the object is complete; if that fails the object is deleted.
- * - A download is claimed before the object is opened; if the object cannot be opened for a
- *   transient reason the claim is refunded, so a storage fault never eats a download.
+ * - The record is created after the object is complete, then the object's deadline moves to
+ *   the record's retention with the record as its owner; only then is the code answered. A crash
+ *   in between leaves an object the sweeper removes (its owner never answered a client).
+ * - A download is claimed (with a fresh claim id) before the object is opened; if the object
+ *   cannot be opened the claim is refunded, so a storage fault never eats a download. A claim
+ *   that fails with a state error may still have run (or run later, when a paused Redis
+ *   resumes): its id is queued for refund (refunds.ts), so a 503 never eats a download either.
+ * - When a claim ends, its record says whether anyone still needs the object; if not, it is
+ *   deleted now, else its deadline moves to when the need ends. The sweeper asks the owners
+ *   again before it deletes anything.
  */
-import { Transform, type Readable, type TransformCallback } from 'node:stream'
-import { pipeline } from 'node:stream'
+import { randomBytes } from 'node:crypto'
+import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { BlobNotFoundError, type BlobStore } from '../blob/index.js'
-import { DropcodeError } from '../errors.js'
-import { cleanFilename, contentTypeFor } from '../http/filename.js'
-import { isCode, newBlobKey, newCode } from '../ids.js'
-import { ByteCounter } from '../blob/byte-counter.js'
+import { BlobNotFoundError, type BlobStore, type ByteRange } from '../blob/index.js'
+import { DropcodeError } from '../core/errors.js'
+import { cleanFilename, contentTypeFor, multipartFilename } from '../core/filename.js'
+import { isCode, newBlobKey, newCode } from '../core/ids.js'
+import { fileOwner, type FileRecord, type Unavailable } from '../core/model.js'
+import { ByteCounter, Sha256Meter, SizeLimit } from '../core/streams.js'
+import { parseRange } from '../http/range.js'
 import type { Metrics } from '../metrics.js'
+import type { CleanupIndex, FileStore } from '../state/index.js'
 import type { InFlight } from './in-flight.js'
-import type { FileRecord, StateStore, Unavailable } from '../state/index.js'
+import type { RefundQueue } from './refunds.js'
 
 const HOUR = 3_600_000
 const CODE_ATTEMPTS = 8
 
 export interface StoredBlob {
   key: string
+  /** Bytes. */
   size: number
+  /** SHA-256 of the stored bytes, hex. */
+  sha256: string
   filename: string
 }
 
 export interface Download {
   file: FileRecord
+  /** The claim this download belongs to (its ETag); a resume keeps the claim's id. */
+  claimId: string
+  /** The bytes sent (206), or undefined for the whole file (200). */
+  range: ByteRange | undefined
+  /** True when this continues an earlier claim (counted nothing). */
+  resumed: boolean
   body: Readable
   /**
-   * Call once the response is over; `complete` when every byte went out. Deletes the object
-   * after the last permitted download (sent or not: a claimed download counts).
+   * Call once the response is over; `complete` when every byte went out. A claim whose last
+   * byte was sent ends (and the object is deleted when nobody needs it any more); a claim cut
+   * short stays resumable for DOWNLOAD_RESUME_SECONDS.
    */
   finish (complete: boolean): void
 }
 
+/** What a GET asked for: its Range and If-Range headers, as sent. */
+export interface DownloadRequest {
+  range?: string | undefined
+  ifRange?: string | undefined
+}
+
+/** A valid claim's range that lies past the end of the file (416). */
+export class RangeNotSatisfiable extends DropcodeError {
+  constructor (readonly size: number) { super('DROPCODE_RANGE_NOT_SATISFIABLE') }
+}
+
+/** The ETag of a claim: a secret only its downloader saw. */
+export const claimETag = (claimId: string) => `"c-${claimId}"`
+const CLAIM_ETAG = /^"c-([A-Za-z0-9_-]{22})"$/
+
 export interface FileServiceOptions {
   blobs: BlobStore
-  state: StateStore
+  files: FileStore
+  cleanup: CleanupIndex
   log: FastifyBaseLogger
   metrics: Metrics
   /** Uploads and object deletions are tracked so a shutdown waits for their cleanup. */
   inFlight: InFlight
+  /** Where refunds go that the state store did not acknowledge at once. */
+  refunds: RefundQueue
   /** Epoch ms. */
   now: () => number
   /** Bytes. */
@@ -56,57 +94,58 @@ export interface FileServiceOptions {
   graceMs: number
   /** ms after which an unfinished upload counts as abandoned. */
   uploadTimeoutMs: number
-}
-
-/** Fails the stream (413) as soon as more than `max` bytes pass. */
-export class SizeLimit extends Transform {
-  private seen = 0
-  constructor (private readonly max: number, private readonly code: 'DROPCODE_FILE_TOO_LARGE' | 'DROPCODE_CHUNK_TOO_LARGE' = 'DROPCODE_FILE_TOO_LARGE') { super() }
-  override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
-    this.seen += chunk.length
-    if (this.seen > this.max) done(new DropcodeError(this.code, `${this.code === 'DROPCODE_FILE_TOO_LARGE' ? 'The file' : 'The chunk'} is larger than the limit of ${this.max} bytes.`))
-    else done(null, chunk)
-  }
+  /** ms a cut download stays resumable (its object is kept for it meanwhile). */
+  resumeMs: number
 }
 
 export class FileNotFound extends DropcodeError {
   constructor (readonly reason: Unavailable) { super('DROPCODE_FILE_NOT_FOUND') }
 }
 
+const newClaimId = () => randomBytes(16).toString('base64url')
+
 export type FileService = ReturnType<typeof createFileService>
 
 export function createFileService (opts: FileServiceOptions) {
-  const { blobs, state, log, metrics, now } = opts
+  const { blobs, files, cleanup, log, metrics, now } = opts
   const notFound = (reason: Unavailable) => {
     metrics.downloadRefused(reason)
     return new FileNotFound(reason)
   }
 
-  /** Deletes an object and its index entry; on failure the sweeper retries at its deadline. */
+  /** Deletes an object and its index entry; on failure makes it due now, for the sweeper. */
   function dropBlob (key: string): Promise<void> {
     return opts.inFlight.track((async () => {
       try {
         await blobs.delete(key)
-        await state.forgetBlob(key)
+        await cleanup.forget(key)
       } catch (err) {
         log.warn({ err, blobKey: key }, 'could not delete object now; the sweeper will retry')
+        await cleanup.schedule(key, now()).catch(() => {}) // else it waits for its old deadline
       }
     })())
+  }
+
+  /** After a claim ended: delete the object if nobody needs it, else keep it until then. */
+  async function afterClaim (file: FileRecord, neededUntil: number | null) {
+    if (neededUntil === null) await dropBlob(file.blobKey)
+    else if (neededUntil < file.retainUntil) await cleanup.schedule(file.blobKey, neededUntil)
   }
 
   async function receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
     const key = newBlobKey()
     try {
-      await state.scheduleBlobCleanup(key, now() + opts.uploadTimeoutMs)
+      await cleanup.schedule(key, now() + opts.uploadTimeoutMs)
     } catch (err) {
       body.resume() // let the parser finish reading the request
       throw err
     }
     const limited = new SizeLimit(opts.maxFileSize)
-    pipeline(body, limited, () => {})
+    const meter = new Sha256Meter()
+    pipeline(body, limited, meter, () => {})
     try {
-      const { size } = await blobs.put(key, limited, { contentType: 'application/octet-stream' })
-      return { key, size, filename: cleanFilename(rawFilename) }
+      const { size } = await blobs.put(key, meter, { contentType: 'application/octet-stream' })
+      return { key, size, sha256: meter.hex(), filename: cleanFilename(multipartFilename(rawFilename)) }
     } catch (err) {
       body.destroy()
       await dropBlob(key)
@@ -114,8 +153,59 @@ export function createFileService (opts: FileServiceOptions) {
     }
   }
 
+  /** The claim's window after a cut: resumable until then (never past the record's retention). */
+  const keepUntil = (file: FileRecord) => opts.resumeMs > 0 ? Math.min(now() + opts.resumeMs, file.retainUntil) : undefined
+  const endClaim = (file: FileRecord, claimId: string, over: boolean) =>
+    files.endClaim(file.code, claimId, now(), over ? undefined : keepUntil(file))
+      .then(needed => afterClaim(file, needed))
+      .catch(err => log.warn({ err }, 'could not end a download claim; the sweeper will remove the object'))
+
+  /** Opens the object for a claim (new or resumed) and wires its end. */
+  async function open (file: FileRecord, claimId: string, resumed: boolean, rangeHeader: string | undefined): Promise<Download> {
+    let range: ByteRange | undefined
+    if (resumed) {
+      const asked = parseRange(rangeHeader!, file.size)
+      if (asked.kind === 'unsatisfiable') {
+        await endClaim(file, claimId, false)
+        throw new RangeNotSatisfiable(file.size)
+      }
+      if (asked.kind === 'range') range = asked.range
+    }
+    let body: Readable
+    try {
+      ({ body } = await blobs.get(file.blobKey, range))
+    } catch (err) {
+      if (err instanceof BlobNotFoundError) {
+        log.error({ blobKey: file.blobKey }, 'file record points at a missing object')
+        throw notFound('unknown')
+      }
+      if (resumed) await endClaim(file, claimId, false)
+      else await files.refund(file.code, claimId, now()).catch(() => opts.refunds.add(file.code, claimId))
+      throw err
+    }
+    if (resumed) metrics.downloadResumed()
+    const counter = new ByteCounter()
+    pipeline(body, counter, () => {})
+    let finished = false
+    return {
+      file,
+      claimId,
+      range,
+      resumed,
+      body: counter,
+      finish (complete) {
+        if (finished) return
+        finished = true
+        counter.destroy() // stops reading storage if the client went away
+        metrics.downloadEnded(counter.bytes, complete)
+        // Over when the file's last byte went out; a range that stops short keeps the claim.
+        endClaim(file, claimId, complete && (range === undefined || range.end === file.size - 1)).catch(() => {})
+      }
+    }
+  }
+
   return {
-    /** Streams an upload body into a new object, enforcing MAX_FILE_SIZE. */
+    /** Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it. */
     receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
       return opts.inFlight.track(receive(body, rawFilename))
     },
@@ -134,12 +224,15 @@ export function createFileService (opts: FileServiceOptions) {
             filename: blob.filename,
             contentType: contentTypeFor(blob.filename),
             size: blob.size,
+            sha256: blob.sha256,
             maxDownloads: settings.maxDownloads,
             downloads: 0,
             createdAt,
-            expiresAt
+            expiresAt,
+            retainUntil: expiresAt + opts.graceMs
           }
-          if (await state.createFile(file, expiresAt + opts.graceMs)) {
+          if (await files.create(file, createdAt)) {
+            await cleanup.schedule(blob.key, file.retainUntil, fileOwner(file.code))
             metrics.uploaded(kind, file.size)
             return file
           }
@@ -155,48 +248,40 @@ export function createFileService (opts: FileServiceOptions) {
     /** A live file, without claiming a download (HEAD). */
     async lookup (code: string): Promise<FileRecord> {
       if (!isCode(code)) throw notFound('unknown') // before any store sees it
-      const found = await state.lookupFile(code, now())
+      const found = await files.lookup(code, now())
       if (!found.ok) throw notFound(found.reason)
       return found.file
     },
 
-    /** Claims one download and opens the object. */
-    async startDownload (code: string): Promise<Download> {
+    /**
+     * Serves a download: a single `Range` with `If-Range` naming a live claim of this file
+     * resumes that claim (206, counting nothing, on any instance); anything else claims a new
+     * download (200, the whole file, `Range` ignored), so a range can never read a file around
+     * its limit.
+     */
+    async download (code: string, req: DownloadRequest = {}): Promise<Download> {
       if (!isCode(code)) throw notFound('unknown') // before any store sees it
-      const claim = await state.claimDownload(code, now())
-      if (!claim.ok) throw notFound(claim.reason)
-      const { file, last } = claim
-      let body: Readable
-      try {
-        ({ body } = await blobs.get(file.blobKey))
-      } catch (err) {
-        if (err instanceof BlobNotFoundError) {
-          log.error({ blobKey: file.blobKey }, 'file record points at a missing object')
-          throw notFound('unknown')
-        }
-        await state.refundDownload(code).catch(e => log.error({ err: e }, 'could not refund a download claim'))
+      const resumable = req.range !== undefined ? CLAIM_ETAG.exec(req.ifRange?.trim() ?? '')?.[1] : undefined
+      if (resumable !== undefined) {
+        const file = await files.resume(code, resumable, now())
+        if (file !== null) return await open(file, resumable, true, req.range!)
+      }
+      const claimId = newClaimId()
+      // Live while it streams (it keeps the object); the store caps it at the record's retention.
+      const claim = await files.claim(code, claimId, now(), Number.MAX_SAFE_INTEGER).catch(err => {
+        // Outcome unknown: the claim may have been taken (or be taken once the store answers
+        // again) while this request fails. Refund its id, which also stops a late claim.
+        if (err instanceof DropcodeError && err.code === 'DROPCODE_STATE_UNAVAILABLE') opts.refunds.add(code, claimId)
         throw err
-      }
-      const counter = new ByteCounter()
-      pipeline(body, counter, () => {})
-      let finished = false
-      return {
-        file,
-        body: counter,
-        finish (complete) {
-          if (finished) return
-          finished = true
-          counter.destroy() // stops reading storage if the client went away
-          metrics.downloadEnded(counter.bytes, complete)
-          if (last) dropBlob(file.blobKey).catch(() => {})
-        }
-      }
+      })
+      if (!claim.ok) throw notFound(claim.reason)
+      return await open(claim.file, claimId, false, undefined)
     },
 
     /** Deletes a live file: record first (atomically), then its object. */
     async remove (code: string): Promise<void> {
       if (!isCode(code)) throw new FileNotFound('unknown') // before any store sees it
-      const removed = await state.deleteFile(code, now())
+      const removed = await files.delete(code, now())
       if (!removed.ok) throw new FileNotFound(removed.reason) // not a download refusal
       await dropBlob(removed.file.blobKey)
     }

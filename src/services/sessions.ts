@@ -1,32 +1,37 @@
 /**
- * Chunked upload sessions, independent of HTTP. A session lives in the StateStore (any
- * instance can take any request) and its bytes in the BlobStore's chunked upload; this module
- * keeps the two in step:
- * - a chunk holds a short lock on its index while it streams (heartbeat-extended), so two
- *   requests for one index never interleave; a failed attempt forgets the index (it may have
+ * Chunked upload sessions, independent of HTTP. A session lives in the state (any instance can
+ * take any request) and its bytes in the BlobStore's chunked upload; this module keeps the two
+ * in step:
+ * - a chunk holds a lock on its index while it streams (a lease renewed by heartbeat), so two
+ *   requests for one index never write at once; a request whose lease cannot be renewed stops
+ *   writing before the lease runs out. A failed attempt forgets the index (it may have
  *   overwritten the earlier data), so verify reports it missing and the client resends;
+ * - a chunk is recorded only once its whole request was read and accepted (two steps:
+ *   `receiveChunk` stores, `commit` records), so a request answered with an error records nothing;
  * - completion is claimed atomically (one completer per session, others get 409), checks for
  *   missing chunks and the file-size limit, assembles the object, publishes it under a code, and
  *   ends the session; a repeated complete answers the same code.
  */
-import { pipeline, type Readable } from 'node:stream'
 import { randomBytes } from 'node:crypto'
+import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import type { BlobStore, ChunkReceipt } from '../blob/blob-store.js'
-import { DropcodeError } from '../errors.js'
-import { cleanFilename } from '../http/filename.js'
-import { newBlobKey } from '../ids.js'
-import type { SessionView, StateStore } from '../state/index.js'
+import type { BlobStore, ChunkReceipt } from '../blob/index.js'
+import { DropcodeError } from '../core/errors.js'
+import { cleanFilename } from '../core/filename.js'
+import { newBlobKey } from '../core/ids.js'
+import { sessionOwner, type ChunkRecord, type SessionView } from '../core/model.js'
+import { Sha256Meter, SizeLimit } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
+import type { CleanupIndex, CompletedFile, SessionStore } from '../state/index.js'
+import type { FileService } from './files.js'
 import type { InFlight } from './in-flight.js'
-import { SizeLimit, type FileService } from './files.js'
 
-const LOCK_MS = 120_000 // a chunk's lock; extended every LOCK_MS / 4 while it streams
 const COMPLETE_LEASE_MS = 15 * 60_000 // a completer that dies frees the session after this
 
 export interface SessionServiceOptions {
   blobs: BlobStore
-  state: StateStore
+  sessions: SessionStore
+  cleanup: CleanupIndex
   files: FileService
   log: FastifyBaseLogger
   metrics: Metrics
@@ -41,6 +46,8 @@ export interface SessionServiceOptions {
   sessionTtlMs: number
   /** ms an abandoned session's storage outlives the session before it is swept. */
   graceMs: number
+  /** ms a chunk's lock lasts without a heartbeat (renewed every third of it). */
+  chunkLockMs: number
 }
 
 export interface SessionSettings {
@@ -48,79 +55,139 @@ export interface SessionSettings {
   totalChunks: number
   maxDownloads: number
   expiryHours: number
+  /** SHA-256 the client declares for the whole file (lowercase hex), checked at completion. */
+  sha256?: string | undefined
+}
+
+/** A chunk stored but not yet recorded: `commit` records it, `abort` forgets it. */
+export interface PendingChunk {
+  /** SHA-256 of the chunk's bytes as they arrived, hex. */
+  readonly sha256: string
+  /** Bytes. */
+  readonly size: number
+  commit (): Promise<{ received: number, total: number }>
+  abort (): Promise<void>
 }
 
 export type SessionService = ReturnType<typeof createSessionService>
 
 export function createSessionService (opts: SessionServiceOptions) {
-  const { blobs, state, files, log, now } = opts
-  const timing = () => {
-    const at = now()
-    return { now: at, ttlMs: opts.sessionTtlMs, blobDeadline: at + opts.sessionTtlMs + opts.graceMs }
-  }
-  const discard = async (blobKey: string, handle: string, receipt: string | null) => {
-    if (receipt === null) return
-    await blobs.discardChunk(blobKey, handle, JSON.parse(receipt) as ChunkReceipt)
+  const { blobs, sessions, cleanup, files, log, now } = opts
+  const ttl = opts.sessionTtlMs
+  const lockMs = opts.chunkLockMs
+  const discard = async (blobKey: string, handle: string, record: ChunkRecord | null) => {
+    if (record === null) return
+    await blobs.discardChunk(blobKey, handle, JSON.parse(record.receipt) as ChunkReceipt)
       .catch(err => log.warn({ err }, 'could not discard a replaced chunk; the sweeper removes it with the session'))
   }
 
-  async function receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
-    const begun = await state.beginChunk(id, index, now() + LOCK_MS, timing())
+  /** Renews a chunk lock every third of its lease; calls `lost` when it cannot be kept. */
+  function keepLock (id: string, index: number, token: string, lost: (err: DropcodeError) => void) {
+    let heldUntil = now() + lockMs
+    const timer = setInterval(() => {
+      const until = now() + lockMs
+      sessions.extendChunk(id, index, token, until, now()).then(held => {
+        if (held) heldUntil = until
+        else lost(new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`))
+      }, err => {
+        // Stop writing before the lease can run out: another request may then take the index.
+        if (now() >= heldUntil - lockMs / 3) lost(new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`, undefined, { cause: err }))
+      })
+    }, lockMs / 3)
+    timer.unref()
+    return () => clearInterval(timer)
+  }
+
+  async function receiveChunk (id: string, index: number, body: Readable): Promise<PendingChunk> {
+    const token = randomBytes(12).toString('base64url')
+    const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl)
     if (!begun.ok) {
       throw begun.reason === 'unknown'
         ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
         : new DropcodeError('DROPCODE_SESSION_BUSY', begun.reason === 'locked' ? `Chunk ${index} is being uploaded by another request.` : undefined)
     }
     const { session } = begun
+    const abort = async () => { await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, token, now()).catch(() => null)) }
     if (index >= session.totalChunks) {
-      await state.abortChunk(id, index)
+      await abort()
       throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
     }
-    const heartbeat = setInterval(() => {
-      state.extendChunkLock(id, index, now() + LOCK_MS).catch(() => {})
-    }, LOCK_MS / 4)
     const limited = new SizeLimit(opts.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE')
-    pipeline(body, limited, () => {})
-    let receipt: ChunkReceipt
+    const meter = new Sha256Meter()
+    const stopLock = keepLock(id, index, token, err => meter.destroy(err))
+    pipeline(body, limited, meter, () => {})
+    let record: ChunkRecord
     try {
-      receipt = await blobs.putChunk(session.blobKey, session.handle, {
+      const receipt = await blobs.putChunk(session.blobKey, session.handle, {
         index,
         total: session.totalChunks,
-        body: limited,
-        settleLayout: wanted => state.settleLayout(id, wanted)
+        body: meter,
+        settleLayout: wanted => sessions.settleLayout(id, wanted, now())
       })
+      record = { size: meter.bytes, sha256: meter.hex(), receipt: JSON.stringify(receipt) }
     } catch (err) {
+      stopLock()
       body.destroy()
-      await discard(session.blobKey, session.handle, await state.abortChunk(id, index).catch(() => null))
+      await abort()
       throw err
-    } finally {
-      clearInterval(heartbeat)
     }
-    const json = JSON.stringify(receipt)
-    const committed = await state.commitChunk(id, index, json, timing()).catch(async err => {
-      await discard(session.blobKey, session.handle, json)
-      throw err
-    })
-    if (committed === null) {
-      await discard(session.blobKey, session.handle, json)
-      throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+
+    let settled = false
+    return {
+      sha256: record.sha256,
+      size: record.size,
+      async abort () {
+        if (settled) return
+        settled = true
+        stopLock()
+        await discard(session.blobKey, session.handle, record)
+        await abort()
+      },
+      async commit () {
+        settled = true
+        stopLock()
+        // A commit that fails may still be recorded (its answer lost: a paused Redis runs it when
+        // it resumes), so its data is kept: completion removes every chunk object no record
+        // names, and the sweeper an abandoned session's.
+        const committed = await sessions.commitChunk(id, index, token, record, now(), ttl)
+        if (!committed.ok) {
+          await discard(session.blobKey, session.handle, record)
+          throw committed.reason === 'gone'
+            ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+            : new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`)
+        }
+        if (committed.previous !== null && committed.previous.receipt !== record.receipt) await discard(session.blobKey, session.handle, committed.previous)
+        if (committed.bytes > opts.maxFileSize) {
+          // Record nothing: take the index back (a fresh lock, then abort it).
+          const again = randomBytes(12).toString('base64url')
+          if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl)).ok) {
+            await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, again, now()))
+          }
+          throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+        }
+        return { received: committed.received, total: session.totalChunks }
+      }
     }
-    if (committed.previous !== null && committed.previous !== json) await discard(session.blobKey, session.handle, committed.previous)
-    if (committed.bytes > opts.maxFileSize) {
-      await discard(session.blobKey, session.handle, await state.abortChunk(id, index))
-      throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
-    }
-    return { received: committed.received, total: session.totalChunks }
+  }
+
+  /** The assembled object's SHA-256: from the driver if the bytes passed through, else one streaming read. */
+  async function digestOf (blobKey: string, fromDriver: string | undefined): Promise<string> {
+    if (fromDriver !== undefined) return fromDriver
+    const { body } = await blobs.get(blobKey)
+    const meter = new Sha256Meter()
+    await new Promise<void>((resolve, reject) => pipeline(body, meter, err => err ? reject(err) : resolve()).resume())
+    return meter.hex()
   }
 
   return {
     async start (settings: SessionSettings): Promise<string> {
       const id = randomBytes(16).toString('base64url')
       const blobKey = newBlobKey()
-      // Indexed for cleanup before storage is touched, so nothing can be left unfound.
-      await state.scheduleBlobCleanup(blobKey, timing().blobDeadline)
+      const at = now()
+      // Indexed for cleanup (owned by the session) before storage is touched.
+      await cleanup.schedule(blobKey, at + ttl + opts.graceMs, sessionOwner(id))
       const handle = await blobs.beginChunked(blobKey)
-      await state.createSession({
+      await sessions.create({
         id,
         blobKey,
         handle,
@@ -128,60 +195,68 @@ export function createSessionService (opts: SessionServiceOptions) {
         totalChunks: settings.totalChunks,
         maxDownloads: settings.maxDownloads,
         expiryHours: settings.expiryHours,
-        createdAt: now()
-      }, timing())
+        createdAt: at,
+        sha256: settings.sha256 ?? ''
+      }, at, ttl)
       opts.metrics.session('opened')
       return id
     },
 
-    /** Streams one chunk into the session's storage and records it. */
-    receiveChunk (id: string, index: number, body: Readable): Promise<{ received: number, total: number }> {
+    /** Streams one chunk into the session's storage; the caller then commits or aborts it. */
+    receiveChunk (id: string, index: number, body: Readable): Promise<PendingChunk> {
       return opts.inFlight.track(receiveChunk(id, index, body))
     },
 
-    /** Forgets a chunk this request stored when the rest of the request is refused (4xx means nothing was recorded). */
-    async dropChunk (id: string, index: number): Promise<void> {
-      const view = await state.getSession(id)
-      const receipt = await state.abortChunk(id, index)
-      if (view !== null) await discard(view.session.blobKey, view.session.handle, receipt)
-    },
-
     async status (id: string): Promise<SessionView> {
-      const view = await state.getSession(id)
+      const view = await sessions.get(id, now())
       if (view === null) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       return view
     },
 
-    /** Assembles and publishes the file; returns its code (the same code when repeated). */
-    async complete (id: string): Promise<string> {
-      const started = await state.beginCompletion(id, now(), now() + COMPLETE_LEASE_MS)
-      if (started.status === 'done') return started.code
+    /** Assembles and publishes the file; returns its code, size and digest (the same when repeated). */
+    async complete (id: string): Promise<CompletedFile> {
+      const started = await sessions.beginCompletion(id, now(), now() + COMPLETE_LEASE_MS)
+      if (started.status === 'done') return started.result
       if (started.status === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       if (started.status === 'busy') throw new DropcodeError('DROPCODE_SESSION_BUSY')
-      const { session, receipts } = started
+      const { session, chunks } = started
+      let assembled = false
       try {
         const missing: number[] = []
-        for (let i = 0; i < session.totalChunks; i++) if (!receipts.has(i)) missing.push(i)
+        for (let i = 0; i < session.totalChunks; i++) if (!chunks.has(i)) missing.push(i)
         if (missing.length > 0) {
           throw new DropcodeError('DROPCODE_CHUNKS_MISSING', `${missing.length} of ${session.totalChunks} chunks are missing; send them and complete again.`, {
             missing_chunks: missing,
-            received_chunks: receipts.size,
+            received_chunks: chunks.size,
             total_chunks: session.totalChunks
           })
         }
-        const ordered = [...Array(session.totalChunks).keys()].map(i => JSON.parse(receipts.get(i)!) as ChunkReceipt)
-        const size = ordered.reduce((n, r) => n + r.size, 0)
+        const ordered = [...Array(session.totalChunks).keys()].map(i => chunks.get(i)!)
+        const size = ordered.reduce((n, c) => n + c.size, 0)
         if (size > opts.maxFileSize) throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
-        await blobs.completeChunked(session.blobKey, session.handle, ordered)
-        const file = await files.publish({ key: session.blobKey, size, filename: session.filename }, {
+        const built = await blobs.completeChunked(session.blobKey, session.handle, ordered.map(c => JSON.parse(c.receipt) as ChunkReceipt))
+        assembled = true
+        const sha256 = await digestOf(session.blobKey, built.sha256)
+        if (session.sha256 !== '' && session.sha256 !== sha256) {
+          // The chunks are consumed by assembling (S3 cannot reopen a completed multipart
+          // upload), so the session ends here and the object goes.
+          await files.discard({ key: session.blobKey, size, sha256, filename: session.filename })
+          await sessions.remove(id)
+          throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'The assembled file\'s SHA-256 differs from the one declared at /upload/start; nothing was stored and the session is closed: start again.', { declared_sha256: session.sha256, sha256 })
+        }
+        const file = await files.publish({ key: session.blobKey, size, sha256, filename: session.filename }, {
           maxDownloads: session.maxDownloads,
           expiryHours: session.expiryHours
         }, 'chunked')
-        await state.finishSession(id, file.code, opts.sessionTtlMs)
+        const result = { code: file.code, size, sha256 }
+        await sessions.finish(id, result, now(), ttl)
         opts.metrics.session('completed')
-        return file.code
+        return result
       } catch (err) {
-        await state.releaseCompletion(id).catch(() => {})
+        if (!(err instanceof DropcodeError && err.code === 'DROPCODE_DIGEST_MISMATCH')) {
+          if (assembled) log.warn({ err, uploadId: id }, 'completion failed after the chunks were assembled')
+          await sessions.releaseCompletion(id, now()).catch(() => {})
+        }
         throw err
       }
     }

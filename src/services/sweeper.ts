@@ -1,18 +1,26 @@
 /**
  * The sweeper deletes objects whose cleanup deadline has passed: expired files (deadline =
- * expiry + SWEEP_GRACE), deleted files whose object could not be removed at once, and uploads
- * abandoned mid-way (deadline = start + UPLOAD_TIMEOUT). It runs on every instance: each key
- * is leased atomically in the state store before it is worked on, so instances never do the
- * same work twice, and a lease left by a crashed instance runs out and is taken again.
+ * expiry + SWEEP_GRACE), files whose last download ended, deleted files whose object could not
+ * be removed at once, abandoned sessions, and uploads abandoned mid-way (deadline = start +
+ * UPLOAD_TIMEOUT). It runs on every instance: each key is leased atomically before it is worked
+ * on, so instances never do the same work twice, and a crashed instance's lease runs out.
+ *
+ * Before deleting, it asks the object's owners (the file record, the session) whether they
+ * still need it, and if one does, moves the deadline to when that need ends instead. That is
+ * what lets every other step touch one record at a time: a deadline that is too early (a crash
+ * between publishing a record and moving its object's deadline, say) is harmless.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { BlobStore } from '../blob/index.js'
 import type { Metrics } from '../metrics.js'
-import type { StateStore } from '../state/index.js'
+import type { Owner } from '../core/model.js'
+import type { CleanupIndex, FileStore, SessionStore } from '../state/index.js'
 
 export interface SweeperOptions {
   blobs: BlobStore
-  state: StateStore
+  files: FileStore
+  sessions: SessionStore
+  cleanup: CleanupIndex
   log: FastifyBaseLogger
   metrics: Metrics
   /** Epoch ms. */
@@ -33,7 +41,18 @@ export interface SweepResult {
 export type Sweeper = ReturnType<typeof createSweeper>
 
 export function createSweeper (opts: SweeperOptions) {
-  const { blobs, state, log, now } = opts
+  const { blobs, files, sessions, cleanup, log, now } = opts
+
+  /** Until when any owner still needs the object, or null. */
+  async function neededUntil (blobKey: string, owners: Owner[], at: number): Promise<number | null> {
+    let until: number | null = null
+    for (const owner of owners) {
+      const id = owner.slice(2)
+      const need = owner.startsWith('f:') ? await files.objectNeededUntil(id, blobKey, at) : await sessions.objectNeededUntil(id, at)
+      if (need !== null && (until === null || need > until)) until = need
+    }
+    return until
+  }
   const batchSize = opts.batchSize ?? 100
   const leaseMs = opts.leaseMs ?? 5 * 60_000
   let timer: NodeJS.Timeout | undefined
@@ -43,18 +62,23 @@ export function createSweeper (opts: SweeperOptions) {
     const result = { deleted: 0, failed: 0 }
     while (true) {
       const at = now()
-      const keys = await state.leaseDueBlobs(at, batchSize, at + leaseMs)
-      for (const key of keys) {
+      const due = await cleanup.lease(at, batchSize, at + leaseMs)
+      for (const { blobKey: key, owners } of due) {
         try {
+          const needed = await neededUntil(key, owners, at)
+          if (needed !== null) {
+            await cleanup.schedule(key, needed)
+            continue
+          }
           await blobs.purge(key)
-          await state.forgetBlob(key)
+          await cleanup.forget(key)
           result.deleted++
         } catch (err) {
           result.failed++
           log.warn({ err, blobKey: key }, 'sweeper could not delete object; retrying after the lease')
         }
       }
-      if (keys.length < batchSize || result.failed > 0) break
+      if (due.length < batchSize || result.failed > 0) break
     }
     if (result.deleted + result.failed > 0) log.info(result, 'sweep finished')
     opts.metrics.sweep(result.deleted, result.failed)

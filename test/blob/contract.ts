@@ -4,7 +4,7 @@
 import { Readable } from 'node:stream'
 import type { Test } from 'tap'
 import { BlobNotFoundError, type BlobStore } from '../../src/blob/index.js'
-import { newBlobKey } from '../../src/ids.js'
+import { newBlobKey } from '../../src/core/ids.js'
 import { byteStream, sha256 } from '../helpers/streams.js'
 
 const MiB = 1024 * 1024

@@ -206,7 +206,7 @@ t.test('(b) random codes at GET/HEAD /download and DELETE /delete', async t => {
   const before = await storageState(running)
   // The page any unknown code gets; every malformed code must get exactly this page.
   const page = (await send(running.url, { method: 'GET', path: '/download/zzzzz' })).body.toString()
-  t.match(page, /File not found/)
+  t.match(page, /File not available/)
 
   const statuses: Record<string, number> = {}
   await fc.assert(fc.asyncProperty(segment, fc.constantFrom('GET', 'HEAD', 'DELETE'), async (code, method) => {
@@ -216,8 +216,10 @@ t.test('(b) random codes at GET/HEAD /download and DELETE /delete', async t => {
     statuses[`${method} ${res.status}`] = (statuses[`${method} ${res.status}`] ?? 0) + 1
     if (dotSegment(code)) {
       // `..` (also as %2E%2E, RFC 3986 §2.3) is a dot segment: the router resolves it to the
-      // parent path, so this is a request for no endpoint at all, not for a code.
-      check(res.status === 404 && (method === 'HEAD' || json(res).code === 'DROPCODE_ROUTE_NOT_FOUND'), `${method} ${path}: 404 ROUTE_NOT_FOUND`, res)
+      // parent path, `/`, so this is a request for the web page (GET, HEAD) or for no endpoint
+      // (DELETE), not for a code.
+      if (method === 'DELETE') check(res.status === 404 && json(res).code === 'DROPCODE_ROUTE_NOT_FOUND', `${method} ${path}: 404 ROUTE_NOT_FOUND`, res)
+      else check(res.status === 200 && /^text\/html/.test(String(res.headers['content-type'])), `${method} ${path}: the web page at /`, res)
       return
     }
     check(res.status === 404, `${method} ${path.slice(0, 80)}: 404`, res)

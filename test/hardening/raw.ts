@@ -173,7 +173,7 @@ export interface StorageState {
 export async function storageState (running: RunningApp): Promise<StorageState> {
   return {
     stored: (await listStored(running.config)).sort(),
-    due: await running.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER)
+    due: await running.app.state.cleanup.countDue(Number.MAX_SAFE_INTEGER)
   }
 }
 

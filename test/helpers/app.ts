@@ -3,9 +3,6 @@
  * listening server on 127.0.0.1:0, and teardown that closes it.
  */
 import { randomBytes } from 'node:crypto'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
@@ -13,6 +10,7 @@ import { buildApp, type AppOverrides } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import type { TestRedis } from './redis-server.js'
 import type { TestS3 } from './s3.js'
+import { dataDir } from './tmp.js'
 
 export const API_KEY = 'test-key-0123456789'
 
@@ -20,34 +18,32 @@ export type DriverPair = 'fs+local' | 's3+redis'
 
 export interface Backends {
   redis?: TestRedis
+  /** A Redis Cluster or a Sentinel setup, used instead of `redis` when given. */
+  redisSetup?: { env (): Record<string, string> }
   s3?: TestS3
 }
 
-/** Environment selecting a driver pair with fresh namespaces, plus `extra`. */
-/**
- * A fresh data directory per call, removed when the test ends. (Not t.testdir(): that is one
- * directory per test, so two apps in one test, or two overlapping runs, would share it.)
- */
-export function dataDir (t: Test): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dropcode-test-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+export { dataDir } from './tmp.js'
 
+/** Environment selecting a driver pair with fresh namespaces, plus `extra`. */
 export function testEnv (t: Test, pair: DriverPair, backends: Backends, extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {
     API_KEYS: API_KEY,
     DATA_DIR: dataDir(t),
     LOG_LEVEL: 'silent',
-    SWEEP_INTERVAL_SECONDS: '0'
+    SWEEP_INTERVAL_SECONDS: '0',
+    // In-process tests share the server's event loop with their own data generation; load
+    // shedding would answer 503 to the test's lag (test/http/overload.test.ts turns it on).
+    SHED_EVENT_LOOP_DELAY_MS: '0'
   }
   if (pair === 's3+redis') {
-    if (backends.redis === undefined || backends.s3 === undefined) throw new Error('s3+redis needs a test Redis and S3')
-    Object.assign(env, backends.s3.env(), {
-      STATE_DRIVER: 'redis',
-      REDIS_URL: backends.redis.url,
-      REDIS_PREFIX: `t${randomBytes(4).toString('hex')}:`
-    })
+    if ((backends.redis ?? backends.redisSetup) === undefined || backends.s3 === undefined) throw new Error('s3+redis needs a test Redis and S3')
+    Object.assign(env, backends.s3.env(), backends.redisSetup !== undefined
+      ? backends.redisSetup.env()
+      : {
+          STATE_DRIVER: 'redis',
+          REDIS_URL: backends.redis!.url
+        }, { REDIS_PREFIX: `t${randomBytes(4).toString('hex')}:` })
   }
   return { ...env, ...extra }
 }

@@ -15,6 +15,10 @@ export interface TestRedis {
   stop (): Promise<void>
   /** Starts it again on the same port, empty. */
   start (): Promise<void>
+  /** SIGSTOP: connections stay open, commands wait in their sockets (a hung Redis). */
+  pause (): void
+  /** SIGCONT: the server runs the commands that waited. */
+  resume (): void
 }
 
 export async function startRedis (): Promise<TestRedis> {
@@ -48,7 +52,11 @@ export async function startRedis (): Promise<TestRedis> {
     c.kill('SIGKILL')
     await exited
   }
+  const signal = (sig: NodeJS.Signals) => {
+    if (child === undefined || child.exitCode !== null) throw new Error('redis-server is not running')
+    child.kill(sig)
+  }
   process.once('exit', () => child?.kill('SIGKILL'))
   await start()
-  return { url: `redis://127.0.0.1:${port}`, port, stop, start }
+  return { url: `redis://127.0.0.1:${port}`, port, stop, start, pause: () => signal('SIGSTOP'), resume: () => signal('SIGCONT') }
 }

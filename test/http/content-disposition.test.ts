@@ -1,13 +1,13 @@
 import t from 'tap'
 import { attachmentDisposition } from '../../src/http/content-disposition.js'
-import { cleanFilename, contentTypeFor } from '../../src/http/filename.js'
+import { cleanFilename, contentTypeFor } from '../../src/core/filename.js'
 
 t.test('ASCII names need no filename*', async t => {
   t.equal(attachmentDisposition('a b.txt'), 'attachment; filename="a b.txt"')
 })
 
 t.test('non-ASCII, quotes, backslashes and percent get a fallback and an RFC 8187 filename*', async t => {
-  t.equal(attachmentDisposition('naïve.txt'), 'attachment; filename="na_ve.txt"; filename*=UTF-8\'\'na%C3%AFve.txt')
+  t.equal(attachmentDisposition('naïve.txt'), 'attachment; filename="naive.txt"; filename*=UTF-8\'\'na%C3%AFve.txt')
   t.equal(attachmentDisposition('a"b\\c.txt'), 'attachment; filename="a_b_c.txt"; filename*=UTF-8\'\'a%22b%5Cc.txt')
   t.equal(attachmentDisposition('100%.txt'), 'attachment; filename="100_.txt"; filename*=UTF-8\'\'100%25.txt')
   t.equal(attachmentDisposition("it's (1)*.txt"), 'attachment; filename="it\'s (1)*.txt"')
@@ -30,6 +30,12 @@ t.test('cleanFilename keeps the base name only', async t => {
   t.equal(cleanFilename('..'), 'download')
   t.equal(cleanFilename('dir/'), 'download')
   t.equal(cleanFilename('  spaced.txt  '), 'spaced.txt')
+})
+
+t.test('cleanFilename removes bidirectional controls (filename_bidi_spoof)', async t => {
+  t.equal(cleanFilename('invoice\u202efdp.exe'), 'invoicefdp.exe', 'RIGHT-TO-LEFT OVERRIDE: would show as invoice.exe.pdf')
+  t.equal(cleanFilename('a\u202ab\u202bc\u202cd\u202de\u2066f\u2067g\u2068h\u2069i\u200ej\u200fk\u061cl.txt'), 'abcdefghijkl.txt')
+  t.equal(cleanFilename('שלום.txt'), 'שלום.txt', 'right-to-left text itself stays')
 })
 
 t.test('cleanFilename caps names at 255 UTF-8 bytes, keeping the extension', async t => {

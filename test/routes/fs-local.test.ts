@@ -1,6 +1,8 @@
 import t from 'tap'
 import { chunkedSuite } from './chunked.js'
+import { integritySuite } from './integrity.js'
 import { singleFileSuite } from './single-file.js'
 
 singleFileSuite(t, 'fs+local', {})
 chunkedSuite(t, 'fs+local', {})
+integritySuite(t, 'fs+local', {})

@@ -21,7 +21,7 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     let due = 0
     await eventually(async () => {
       stored = await listStored(app.config)
-      due = await app.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER)
+      due = await app.app.state.cleanup.countDue(Number.MAX_SAFE_INTEGER)
       if (stored.length > 0 || due > 0) throw new Error('not clean yet')
     }).catch(() => {})
     t.same(stored, [], 'storage holds nothing')
@@ -53,7 +53,7 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     const second = await fetch(`${running.url}/download/${up.body.code as string}`)
     t.equal(second.status, 404)
     t.match(second.headers.get('content-type'), /^text\/html/)
-    await t.resolveMatch(second.text(), /File not found/)
+    await t.resolveMatch(second.text(), /File not available/)
     await assertClean(t, running)
   })
 
@@ -178,8 +178,8 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
       ['../../etc/passwd', 'attachment; filename="passwd"'],
       ['C:\\Users\\me\\secret.txt', 'attachment; filename="secret.txt"'],
       ['tab\there.txt', 'attachment; filename="tabhere.txt"'],
-      ['\u202Egnp.exe', 'attachment; filename="_gnp.exe"; filename*=UTF-8\'\'%E2%80%AEgnp.exe'],
-      ['résumé 🚀.pdf', 'attachment; filename="r_sum_ __.pdf"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9%20%F0%9F%9A%80.pdf'],
+      ['\u202Egnp.exe', 'attachment; filename="gnp.exe"'],
+      ['résumé 🚀.pdf', 'attachment; filename="resume _.pdf"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9%20%F0%9F%9A%80.pdf'],
       ['back\\slash.txt', 'attachment; filename="slash.txt"']
     ]
     for (const [filename, expected] of cases) {
@@ -207,6 +207,14 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     }
   })
 
+  t.test('a filename with a bidirectional override comes back without it (filename_bidi_spoof)', async t => {
+    const { url } = await start(t)
+    const up = await upload(url, [['file', { data: 'x', filename: 'invoice\u202efdp.exe' }]])
+    const res = await fetch(`${url}/download/${up.body.code as string}`)
+    await res.text()
+    t.equal(res.headers.get('content-disposition'), 'attachment; filename="invoicefdp.exe"')
+  })
+
   t.test('active content is never served with its own type', async t => {
     const { url } = await start(t)
     for (const name of ['page.html', 'image.svg', 'doc.pdf', 'feed.xml', 'script.js', 'noext']) {
@@ -218,12 +226,11 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     }
   })
 
-  t.test('Range is ignored: the whole file, 200, and the download counts', async t => {
+  t.test('Range without If-Range is ignored: the whole file, 200, and the download counts', async t => {
     const { url } = await start(t)
     const up = await upload(url, [['file', { data: 'whole file' }]])
     const res = await fetch(`${url}/download/${up.body.code as string}`, { headers: { range: 'bytes=0-0' } })
     t.equal(res.status, 200)
-    t.equal(res.headers.get('accept-ranges'), 'none')
     t.equal(await res.text(), 'whole file')
     t.equal((await fetch(`${url}/download/${up.body.code as string}`, { headers: { range: 'bytes=1-' } })).status, 404, 'no second partial read')
   })
@@ -309,7 +316,7 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
       req.write(bytes(6 * 1024 * 1024), () => setTimeout(() => { req.destroy(); resolve() }, 200))
     })
     const deadline = Date.now() + 10_000
-    while (Date.now() < deadline && (await running.app.state.countDueBlobs(Number.MAX_SAFE_INTEGER)) > 0) {
+    while (Date.now() < deadline && (await running.app.state.cleanup.countDue(Number.MAX_SAFE_INTEGER)) > 0) {
       await new Promise(resolve => setTimeout(resolve, 50))
     }
     await assertClean(t, running)

@@ -1,0 +1,214 @@
+/**
+ * The S3 calls dropcode makes, and nothing else: a narrow interface over the AWS SDK client, so
+ * the store (store.ts) and the chunk layouts (chunks.ts) share one way to talk to S3 and one
+ * translation of S3 failures into the error catalogue:
+ *   NoSuchKey / 404 on a read      → BlobNotFoundError
+ *   NoSuchUpload                   → DROPCODE_SESSION_NOT_FOUND (a chunked upload that is gone)
+ *   507, XMinioStorageFull, …      → DROPCODE_STORAGE_FULL
+ *   anything else                  → DROPCODE_STORAGE_UNAVAILABLE (the cause is kept for the log)
+ *
+ * Streaming uploads of unknown length are cut into parts by parts.ts, in buffers from one pool
+ * per store (`uploadMemory` bytes in all, `queueSize` parts in flight per upload): a stream that
+ * fits in one part is one PutObject, a longer one a multipart upload, aborted if the body or S3
+ * fails.
+ */
+import type { Readable } from 'node:stream'
+import {
+  AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateBucketCommand, CreateMultipartUploadCommand,
+  DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command,
+  PutObjectCommand, UploadPartCommand, type S3Client
+} from '@aws-sdk/client-s3'
+import { DropcodeError } from '../../core/errors.js'
+import { BlobNotFoundError, type ByteRange } from '../blob-store.js'
+import { PartBuffers, streamParts } from './parts.js'
+
+export interface PartRef { n: number, etag: string, size: number }
+
+export interface S3Api {
+  /** The part buffers every upload of this store draws from. */
+  pool: PartBuffers
+  /** Parts uploaded at once per stream. */
+  queueSize: number
+  /** Streams a body of unknown length into `key`; rejects with the body's own error if the body failed. @returns bytes stored */
+  putStream (key: string, body: Readable): Promise<number>
+  /** Stores an empty object. */
+  putEmpty (key: string): Promise<void>
+  /** The object, whole or a byte range; `size` is the object's full size. */
+  get (key: string, range?: ByteRange): Promise<{ body: Readable, size: number }>
+  /** Succeeds when the object is already gone. */
+  delete (key: string): Promise<void>
+  /** Object keys under a prefix, page by page. */
+  list (prefix: string): AsyncIterable<string>
+  createMultipart (key: string): Promise<string>
+  uploadPart (key: string, uploadId: string, n: number, body: Buffer | Readable, length: number): Promise<string>
+  completeMultipart (key: string, uploadId: string, parts: PartRef[]): Promise<void>
+  /** Succeeds when the upload is already gone. */
+  abortMultipart (key: string, uploadId: string): Promise<void>
+  /** Upload ids of unfinished multipart uploads of exactly `key`; none where the server cannot list them. */
+  unfinishedUploads (key: string): AsyncIterable<string>
+  /** Whether the bucket exists and answers: 'ok', 'missing', or throws. */
+  headBucket (): Promise<'ok' | 'missing'>
+  createBucket (): Promise<void>
+}
+
+const errorName = (err: unknown) => (err as { name?: string } | null)?.name ?? ''
+const httpStatus = (err: unknown) => (err as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode
+const FULL = new Set(['XMinioStorageFull', 'InsufficientCapacity', 'QuotaExceeded', 'XMinioAdminBucketQuotaExceeded'])
+
+/** An S3 failure as a catalogue error. */
+export function s3Error (err: unknown): Error {
+  if (err instanceof DropcodeError || err instanceof BlobNotFoundError) return err
+  if (errorName(err) === 'NoSuchUpload') return new DropcodeError('DROPCODE_SESSION_NOT_FOUND', undefined, undefined, { cause: err })
+  if (httpStatus(err) === 507 || FULL.has(errorName(err))) return new DropcodeError('DROPCODE_STORAGE_FULL', undefined, undefined, { cause: err })
+  return new DropcodeError('DROPCODE_STORAGE_UNAVAILABLE', undefined, undefined, { cause: err })
+}
+
+export interface S3ApiOptions {
+  client: S3Client
+  bucket: string
+  /** Bytes per part (≥ 5 MiB). */
+  partSize: number
+  /** Parts in flight per upload. */
+  queueSize: number
+  /** Bytes of part buffers for all uploads together (at least two parts). */
+  uploadMemory: number
+}
+
+export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uploadMemory }: S3ApiOptions): S3Api {
+  const pool = new PartBuffers(partSize, Math.max(2, Math.floor(uploadMemory / partSize)))
+  const send = async <T>(op: () => Promise<T>): Promise<T> => {
+    try {
+      return await op()
+    } catch (err) {
+      throw s3Error(err)
+    }
+  }
+
+  const api: S3Api = {
+    pool,
+    queueSize,
+
+    async putStream (Key, body) {
+      let bodyError: unknown
+      body.once('error', err => { bodyError ??= err })
+      let uploadId: Promise<string> | undefined
+      const parts: PartRef[] = []
+      // When S3 fails first, stopping the stream tears the body down too: S3's error is the cause.
+      let storageError: unknown
+      const noting = async <T>(op: () => Promise<T>) => await op().catch(err => { storageError ??= err; throw err })
+      try {
+        const { size } = await streamParts(body, {
+          pool,
+          concurrency: queueSize,
+          holdBack: 0,
+          sendWhole: async data => {
+            await noting(() => send(() => client.send(new PutObjectCommand({ Bucket, Key, Body: data, ContentLength: data.length, ContentType: 'application/octet-stream' }))))
+          },
+          sendPart: async (i, data, length) => {
+            await noting(async () => {
+              uploadId ??= api.createMultipart(Key)
+              parts.push({ n: i + 1, etag: await api.uploadPart(Key, await uploadId, i + 1, data, length), size: length })
+            })
+          }
+        })
+        if (uploadId !== undefined) await api.completeMultipart(Key, await uploadId, parts)
+        return size
+      } catch (err) {
+        if (uploadId !== undefined) await uploadId.then(id => api.abortMultipart(Key, id)).catch(() => {})
+        throw storageError !== undefined ? s3Error(storageError) : bodyError ?? s3Error(err)
+      }
+    },
+
+    async putEmpty (Key) {
+      await send(() => client.send(new PutObjectCommand({ Bucket, Key, Body: new Uint8Array(0), ContentLength: 0 })))
+    },
+
+    async get (Key, range) {
+      try {
+        const Range = range === undefined ? undefined : `bytes=${range.start}-${range.end}`
+        const res = await client.send(new GetObjectCommand({ Bucket, Key, Range }))
+        const total = range === undefined ? res.ContentLength : Number(/\/(\d+)$/.exec(res.ContentRange ?? '')?.[1])
+        return { body: res.Body as Readable, size: total ?? 0 }
+      } catch (err) {
+        if (errorName(err) === 'NoSuchKey' || httpStatus(err) === 404) throw new BlobNotFoundError(Key)
+        throw s3Error(err)
+      }
+    },
+
+    async delete (Key) {
+      try {
+        await client.send(new DeleteObjectCommand({ Bucket, Key }))
+      } catch (err) {
+        if (errorName(err) !== 'NoSuchKey') throw s3Error(err)
+      }
+    },
+
+    async * list (Prefix) {
+      let ContinuationToken: string | undefined
+      do {
+        const page = await send(() => client.send(new ListObjectsV2Command({ Bucket, Prefix, ContinuationToken })))
+        for (const o of page.Contents ?? []) yield o.Key!
+        ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
+      } while (ContinuationToken !== undefined)
+    },
+
+    async createMultipart (Key) {
+      return (await send(() => client.send(new CreateMultipartUploadCommand({ Bucket, Key, ContentType: 'application/octet-stream' })))).UploadId!
+    },
+
+    async uploadPart (Key, UploadId, PartNumber, Body, ContentLength) {
+      return (await send(() => client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body, ContentLength })))).ETag!
+    },
+
+    async completeMultipart (Key, UploadId, parts) {
+      const Parts = [...parts].sort((a, b) => a.n - b.n).map(p => ({ PartNumber: p.n, ETag: p.etag }))
+      await send(() => client.send(new CompleteMultipartUploadCommand({ Bucket, Key, UploadId, MultipartUpload: { Parts } })))
+    },
+
+    async abortMultipart (Key, UploadId) {
+      try {
+        await client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }))
+      } catch (err) {
+        if (errorName(err) !== 'NoSuchUpload' && errorName(err) !== 'NoSuchKey') throw s3Error(err)
+      }
+    },
+
+    async * unfinishedUploads (Key) {
+      let KeyMarker: string | undefined
+      let UploadIdMarker: string | undefined
+      do {
+        let page
+        try {
+          page = await client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: Key, KeyMarker, UploadIdMarker }))
+        } catch (err) {
+          // Servers without ListMultipartUploads (s3rver: 501) leave this to lifecycle rules.
+          const status = httpStatus(err)
+          if (status === 501 || status === 405) return
+          throw s3Error(err)
+        }
+        for (const u of page.Uploads ?? []) if (u.Key === Key) yield u.UploadId!
+        KeyMarker = page.IsTruncated === true ? page.NextKeyMarker : undefined
+        UploadIdMarker = page.NextUploadIdMarker
+      } while (KeyMarker !== undefined)
+    },
+
+    async headBucket () {
+      try {
+        await client.send(new HeadBucketCommand({ Bucket }))
+        return 'ok'
+      } catch (err) {
+        if (httpStatus(err) === 404) return 'missing'
+        throw s3Error(err)
+      }
+    },
+
+    async createBucket () {
+      try {
+        await client.send(new CreateBucketCommand({ Bucket }))
+      } catch (err) {
+        if (errorName(err) !== 'BucketAlreadyOwnedByYou') throw s3Error(err)
+      }
+    }
+  }
+  return api
+}

@@ -1,0 +1,145 @@
+/**
+ * Chunked uploads on S3. A session opens one S3 multipart upload for the final key. S3's rules
+ * (every part but the last ≥ 5 MiB, at most 10,000 parts, part numbers ascending) are ours to
+ * keep, whatever chunk size the client picked, so each chunk first has its first 5 MiB read
+ * (the probe) and the session settles, once and atomically in the state, on a layout:
+ *
+ * - `parts` (chunks ≥ 5 MiB): chunk i goes straight into the multipart upload as parts
+ *   numbered from i·K + 1, K = ⌊10000 / total_chunks⌋ numbers reserved per chunk, so chunks can
+ *   arrive in any order and be retried (a retry overwrites the same numbers). UploadPart needs a
+ *   known length, so a chunk is cut into pieces of S3_PART_SIZE bytes (parts.ts, in buffers from
+ *   the store's pool), a full piece sent once the next holds 5 MiB, so the chunk's final piece
+ *   is ≥ 5 MiB too (a shorter tail goes out with the piece before it).
+ *   A chunk may hold at most K·S3_PART_SIZE + 5 MiB bytes (413 beyond). Completion is one
+ *   CompleteMultipartUpload: no byte is copied.
+ * - `objects` (chunks < 5 MiB, e.g. the common 1 MiB): such a chunk cannot be a part, so each
+ *   chunk is streamed to its own temporary object `{key}.chunk-{i}-{nonce}`. Completion streams
+ *   them in order into the final object through the part writer (one pass through the service,
+ *   memory bounded by the part buffers, hashed on the way), then deletes them. S3 never sees a
+ *   small non-final part.
+ *
+ * The first non-final chunk decides. A non-final chunk < 5 MiB in a `parts` session is refused
+ * (400 DROPCODE_CHUNK_TOO_SMALL): clients use one chunk size. The last chunk never decides
+ * (it may be any size); if it arrives before the layout is settled it is kept as an object and,
+ * in a `parts` session, sent as the final part at completion. A one-chunk session is `parts`.
+ *
+ * Cleanup: completion deletes every `{key}.chunk-*` object, recorded or not (a chunk stored by a
+ * request that died before recording it is not); the sweeper's purge of the key aborts the
+ * multipart upload and deletes every `{key}.chunk-*` object, so an abandoned session leaves nothing.
+ */
+import { randomBytes } from 'node:crypto'
+import { pipeline, Readable } from 'node:stream'
+import { DropcodeError } from '../../core/errors.js'
+import { Sha256Meter } from '../../core/streams.js'
+import type { ChunkInput, ChunkReceipt } from '../blob-store.js'
+import type { PartRef, S3Api } from './api.js'
+import { streamParts } from './parts.js'
+
+const MiB = 1024 * 1024
+export const MIN_PART = 5 * MiB
+const MAX_PARTS = 10_000
+
+type S3Receipt = ChunkReceipt & { parts?: PartRef[], object?: string }
+
+/** Yields `head` then whatever is left in `rest`, counting bytes into `counter.size`. */
+async function * joined (head: Buffer[], rest: AsyncIterator<Buffer>, counter: { size: number }) {
+  for (const b of head) { counter.size += b.length; yield b }
+  while (true) {
+    const { value, done } = await rest.next()
+    if (done === true) return
+    counter.size += value.length
+    yield value
+  }
+}
+
+export function createS3Chunks (s3: S3Api) {
+  async function putParts (key: string, uploadId: string, chunk: ChunkInput, body: AsyncIterable<Buffer>): Promise<S3Receipt> {
+    const slots = Math.floor(MAX_PARTS / chunk.total)
+    const first = chunk.index * slots + 1
+    const parts: PartRef[] = []
+    const { size } = await streamParts(body, {
+      pool: s3.pool,
+      concurrency: s3.queueSize,
+      holdBack: MIN_PART,
+      maxBytes: slots * s3.pool.partSize + MIN_PART,
+      tooLarge: () => new DropcodeError('DROPCODE_CHUNK_TOO_LARGE', `With total_chunks=${chunk.total}, a chunk may hold at most ${slots * s3.pool.partSize + MIN_PART} bytes.`),
+      sendPart: async (i, data, length) => {
+        parts.push({ n: first + i, etag: await s3.uploadPart(key, uploadId, first + i, data, length), size: length })
+      }
+    })
+    return { size, parts: parts.sort((a, b) => a.n - b.n) }
+  }
+
+  return {
+    begin: (key: string) => s3.createMultipart(key),
+
+    async put (key: string, uploadId: string, chunk: ChunkInput): Promise<S3Receipt> {
+      const source = chunk.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>
+      const head: Buffer[] = []
+      let headBytes = 0
+      let ended = false
+      while (headBytes < MIN_PART) {
+        const { value, done } = await source.next()
+        if (done === true) { ended = true; break }
+        head.push(value)
+        headBytes += value.length
+      }
+      const big = !ended || headBytes >= MIN_PART
+      const isLast = chunk.index === chunk.total - 1
+      const layout = isLast
+        ? await chunk.settleLayout(chunk.total === 1 ? 'parts' : undefined)
+        : await chunk.settleLayout(big ? 'parts' : 'objects')
+      if (layout === 'parts' && !big && !isLast) throw new DropcodeError('DROPCODE_CHUNK_TOO_SMALL')
+      const counter = { size: 0 }
+      const body = joined(head, source, counter)
+      if (layout === 'parts') return await putParts(key, uploadId, chunk, body)
+      const object = `${key}.chunk-${chunk.index}-${randomBytes(6).toString('hex')}`
+      await s3.putStream(object, Readable.from(body))
+      return { size: counter.size, object }
+    },
+
+    async discard (receipt: S3Receipt): Promise<void> {
+      if (receipt.object !== undefined) await s3.delete(receipt.object)
+    },
+
+    async complete (key: string, uploadId: string, receipts: S3Receipt[]): Promise<{ size: number, sha256?: string }> {
+      const size = receipts.reduce((n, r) => n + r.size, 0)
+      const lastIndex = receipts.length - 1
+      const objects = receipts.filter(r => r.object !== undefined).map(r => r.object!)
+      const viaObjects = receipts.some((r, i) => i < lastIndex && r.object !== undefined)
+      let sha256: string | undefined
+      if (viaObjects || size === 0) {
+        if (size === 0) {
+          await s3.putEmpty(key)
+        } else {
+          async function * concatenated () {
+            for (const object of objects) yield * (await s3.get(object)).body
+          }
+          const meter = new Sha256Meter()
+          pipeline(Readable.from(concatenated()), meter, () => {})
+          await s3.putStream(key, meter)
+          sha256 = meter.hex()
+        }
+        await s3.abortMultipart(key, uploadId).catch(() => {})
+      } else {
+        const parts = receipts.flatMap(r => r.parts ?? [])
+        const tail = receipts[lastIndex]!
+        if (tail.object !== undefined) {
+          // The last chunk arrived before the layout was settled: send it as the final part.
+          const n = lastIndex * Math.floor(MAX_PARTS / receipts.length) + 1
+          const { body } = await s3.get(tail.object)
+          parts.push({ n, etag: await s3.uploadPart(key, uploadId, n, body, tail.size), size: tail.size })
+        }
+        await s3.completeMultipart(key, uploadId, parts)
+      }
+      for (const object of objects) await s3.delete(object).catch(() => {})
+      // Also chunk objects that no record names: a request that stored its chunk and died
+      // before recording it (kill -9 of its instance) left one, and nothing else would ever
+      // delete it once the session is a file (deleting a file removes its key only).
+      try {
+        for await (const object of s3.list(`${key}.chunk-`)) await s3.delete(object).catch(() => {})
+      } catch { /* best effort: the file is complete; a leftover costs storage, not correctness */ }
+      return sha256 === undefined ? { size } : { size, sha256 }
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * S3 BlobStore: any S3-compatible endpoint (AWS S3, MinIO, Ceph RGW).
+ *
+ * Key layout: `{S3_PREFIX}{key}` in one bucket; keys are 32 random hex digits, so they spread
+ * evenly over S3's partitions and say nothing about the file. Chunked sessions add
+ * `{S3_PREFIX}{key}.chunk-{index}-{nonce}` temporary objects (chunks.ts).
+ *
+ * Uploads are cut into S3_PART_SIZE parts (default 8 MiB), S3_QUEUE_SIZE (default 4) in flight
+ * per upload, in reusable buffers from one pool of S3_UPLOAD_MEMORY bytes (default 256 MiB)
+ * shared by every upload (parts.ts): upload memory is that pool, whatever the file sizes and the
+ * number of uploads. A body shorter than one part goes out as a single PutObject. If the body or
+ * S3 fails, the multipart upload is aborted; if even the abort fails, the key is still in the
+ * cleanup index and the sweeper's `purge` aborts every unfinished upload under it.
+ *
+ * Checksums: with S3_CHECKSUM_MODE=when_required (default) the SDK sends plain bodies and
+ * checksums only where S3 demands them. The SDK's default ("when_supported") sends streamed
+ * bodies as aws-chunked with a CRC trailer, which many S3-compatible servers reject (Ceph RGW:
+ * 411 MissingContentLength) or store verbatim (s3rver).
+ *
+ * Permissions needed: s3:PutObject, s3:GetObject, s3:DeleteObject, s3:AbortMultipartUpload,
+ * s3:ListBucketMultipartUploads, s3:ListBucket (HeadBucket, listing chunk objects), and
+ * s3:CreateBucket only when S3_CREATE_BUCKET=true and the bucket may be missing.
+ */
+import type { S3Client } from '@aws-sdk/client-s3'
+import { StartupError } from '../../core/errors.js'
+import { isBlobKey } from '../../core/ids.js'
+import type { BlobStore } from '../blob-store.js'
+import { createS3Api } from './api.js'
+import { createS3Chunks } from './chunks.js'
+
+export interface S3BlobStoreOptions {
+  client: S3Client
+  bucket: string
+  /** Prepended to every object key: '' or ending in '/'. */
+  prefix: string
+  /** Bytes per part (≥ 5 MiB, S3's minimum for all parts but the last). */
+  partSize: number
+  /** Parts in flight per upload. */
+  queueSize: number
+  /** Bytes of part buffers shared by all uploads (S3_UPLOAD_MEMORY). */
+  uploadMemory: number
+  /** Create the bucket in init() when it is missing. */
+  createBucket: boolean
+  /** For messages only. */
+  endpoint?: string | undefined
+}
+
+export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
+  const s3 = createS3Api(opts)
+  const chunks = createS3Chunks(s3)
+  const objectKey = (key: string) => {
+    if (!isBlobKey(key)) throw new Error(`invalid object key ${JSON.stringify(key)}`)
+    return opts.prefix + key
+  }
+
+  return {
+    async put (key, body) {
+      return { size: await s3.putStream(objectKey(key), body) }
+    },
+
+    // async: an invalid key rejects (never throws synchronously) before any I/O
+    beginChunked: async key => await chunks.begin(objectKey(key)),
+    putChunk: async (key, handle, chunk) => await chunks.put(objectKey(key), handle, chunk),
+    discardChunk: async (_key, _handle, receipt) => { await chunks.discard(receipt) },
+    completeChunked: async (key, handle, receipts) => await chunks.complete(objectKey(key), handle, receipts),
+
+    get: async (key, range) => await s3.get(objectKey(key), range),
+    delete: async key => { await s3.delete(objectKey(key)) },
+
+    async purge (key) {
+      const Key = objectKey(key)
+      await s3.delete(Key)
+      // One DeleteObject each: DeleteObjects needs Content-MD5, which some S3-compatible servers
+      // demand and the SDK's when_required checksum mode does not send.
+      for await (const chunk of s3.list(`${Key}.chunk-`)) await s3.delete(chunk)
+      for await (const uploadId of s3.unfinishedUploads(Key)) await s3.abortMultipart(Key, uploadId)
+    },
+
+    async init () {
+      const where = `S3 bucket "${opts.bucket}"${opts.endpoint !== undefined ? ` at ${opts.endpoint}` : ''}`
+      try {
+        if (await s3.headBucket() === 'ok') return
+        if (!opts.createBucket) throw new StartupError(`${where} does not exist (S3_BUCKET)`, 'create it, or set S3_CREATE_BUCKET=true to let dropcode create it')
+        await s3.createBucket()
+      } catch (err) {
+        if (err instanceof StartupError) throw err
+        const cause = (err as { cause?: unknown }).cause ?? err
+        const status = (cause as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode
+        const code = (cause as { code?: string }).code ?? (cause as { name?: string }).name
+        const why = [code, status !== undefined ? `HTTP ${status}` : ''].filter(Boolean).join(', ') || String(cause)
+        const hint = status === 403
+          ? 'check S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY, and that they may use this bucket'
+          : status === undefined ? 'check S3_ENDPOINT (is the server running and reachable?)' : 'check S3_ENDPOINT, S3_REGION and S3_FORCE_PATH_STYLE'
+        throw new StartupError(`${where} is not usable: ${why}`, hint, { cause: err })
+      }
+    },
+
+    async ping () {
+      if (await s3.headBucket() !== 'ok') throw new Error(`S3 bucket ${opts.bucket} does not exist`)
+    }
+  }
+}

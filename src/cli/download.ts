@@ -1,0 +1,190 @@
+/**
+ * `dropcode download`.
+ *
+ * A download first asks HEAD (which counts nothing) for the name, so an existing file is
+ * refused before a download is used up. The GET's bytes are hashed as they are written and
+ * compared with its `Repr-Digest`; a mismatch removes the partial file. The bytes go to
+ * `NAME.dropcode-part` beside the target and are renamed into place once verified.
+ *
+ * Resuming: the service keeps a cut download resumable for DOWNLOAD_RESUME_SECONDS for whoever
+ * holds its claim's ETag (a secret sent only with the GET). Within one run, a cut connection is
+ * resumed at once (`Range: bytes=N-` + `If-Range: ETag`); across runs (the CLI was killed), the
+ * ETag is kept in a state file (state.ts) until the download ends, and a rerun continues the
+ * partial file. If the service answers 200 instead of 206 (the window passed), it has counted a
+ * new download and the file starts over.
+ */
+import { createHash, type Hash } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import fs from 'node:fs/promises'
+import type { IncomingMessage } from 'node:http'
+import path from 'node:path'
+import type { DownloadArgs } from './args.js'
+import { CliError, EXIT } from './exit-codes.js'
+import { describe, Retryable, type Client } from './http.js'
+import { checkCode, failed, hexDigest, info, type FileInfo } from './lookup.js'
+import { progress as makeProgress } from './progress.js'
+import { StateFile } from './state.js'
+import { extractFile } from './tar.js'
+
+interface DownloadState { etag: string, sha256: string, size: number, file: FileInfo }
+
+/** A failing local write or open: exit 8 with the path, never a retry. */
+const local = (what: string) => (err: unknown): never => { throw new CliError(EXIT.LOCAL, `cannot write ${what}: ${describe(err)}`) }
+const exists = (p: string) => fs.stat(p).then(() => true, () => false)
+
+export interface DownloadResult extends FileInfo { path: string }
+
+export async function download (args: DownloadArgs, client: Client): Promise<DownloadResult> {
+  checkCode(args.code)
+  const toStdout = args.output === '-' && !args.extract
+  // Named by what the command asked for, not by the file's name: a rerun finds it without
+  // asking HEAD, which answers 404 once the last permitted download is claimed (and resumable).
+  const state = new StateFile<DownloadState>('download', [client.base.href, args.code, path.resolve(args.output ?? '.'), args.extract])
+  const saved = toStdout ? undefined : await state.read()
+  const head = saved?.file ?? await info(args, client)
+  let target = '-'
+  let part = '-'
+  if (args.extract) {
+    target = path.resolve(args.output ?? '.')
+    await fs.mkdir(target, { recursive: true })
+    part = path.join(target, `.${head.name}.dropcode-part`)
+  } else if (!toStdout) {
+    target = args.output !== undefined ? path.resolve(args.output) : path.resolve(head.name)
+    if (args.output !== undefined && (await fs.stat(target).catch(() => undefined))?.isDirectory() === true) target = path.join(target, head.name)
+    part = `${target}.dropcode-part`
+  }
+  if (saved === undefined && !toStdout && !args.extract && !args.force && await exists(target)) {
+    throw new CliError(EXIT.LOCAL, `${target} exists: pass --force to overwrite it, or -o another path`)
+  }
+
+  const { sha256, size } = await fetchInto(args, client, head, part, saved, state)
+  if (!toStdout) {
+    if (args.extract) {
+      try {
+        await extractFile(createReadStream(part), target, args.force)
+      } finally {
+        await fs.rm(part, { force: true }) // verified and unpacked (or refused): the download is over
+        await state.remove()
+      }
+    } else {
+      await fs.rename(part, target).catch(local(target))
+    }
+    await state.remove()
+  }
+  return { ...head, size, sha256, path: target }
+}
+
+/**
+ * GETs the file into `part` (or stdout), resuming cut connections; verifies the digest.
+ * Resolves with the verified SHA-256 and size.
+ */
+async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>) {
+  const toStdout = part === '-'
+  let etag = saved?.etag
+  let expected = saved?.sha256 ?? head.sha256
+  let size = saved?.size ?? head.size
+  let hash = createHash('sha256')
+  let offset = 0
+  if (saved !== undefined) {
+    offset = (await fs.stat(part).catch(() => undefined))?.size ?? 0
+    if (offset > size) offset = 0
+    hash = await hashPrefix(part, offset)
+  }
+  const fh = toStdout ? undefined : await fs.open(part, offset > 0 ? 'r+' : 'w').catch(local(part))
+  const progress = makeProgress('download', size, args)
+  if (offset > 0) {
+    progress.note(`resuming download at ${offset} of ${size} bytes`)
+    progress.skip(offset)
+  }
+  const fail = async (err: CliError) => {
+    await fh?.close()
+    if (!toStdout) {
+      await fs.rm(part, { force: true })
+      await state.remove()
+    }
+    throw err
+  }
+  let stalls = 0
+  try {
+    while (offset < size || etag === undefined) {
+      const res = await client.retrying('download', async () => {
+        // With a claim, always ask for the rest (even from 0: a partial file lost after a kill
+        // still resumes the claim rather than counting a new download).
+        const claim = etag
+        const ranged = claim !== undefined
+        const r = await client.exchange('GET', `/download/${args.code}`, ranged ? { range: `bytes=${offset}-`, 'if-range': claim } : {})
+        if (r.statusCode === 206 && ranged) {
+          const start = /^bytes (\d+)-/.exec(r.headers['content-range'] ?? '')?.[1]
+          if (Number(start) !== offset) { r.destroy(); throw new Retryable(`resumed at ${String(start)}, not ${offset}`) }
+          return r
+        }
+        if (r.statusCode === 200) return r
+        return await failed(r, args.code)
+      })
+      if (res.statusCode === 200) {
+        if (etag !== undefined) {
+          progress.note('the service could not resume the download (its window passed): starting again (this counted a new download)')
+          progress.add(-offset)
+        }
+        offset = 0
+        hash = createHash('sha256')
+        await fh?.truncate(0)
+        etag = String(res.headers.etag ?? '')
+        expected = hexDigest(res.headers['repr-digest'])
+        size = Number(res.headers['content-length'])
+        if (!toStdout) await state.write({ etag, sha256: expected, size, file: head })
+      }
+      const before = offset
+      const pos = { offset }
+      let cut: unknown
+      try {
+        await copy(res, fh, pos, hash, n => progress.add(n))
+      } catch (err) {
+        if (err instanceof CliError) throw err
+        cut = err
+      }
+      offset = pos.offset // every byte counted here was written
+      if (offset < size) {
+        stalls = offset > before ? 0 : stalls + 1
+        if (stalls > args.retries) throw new CliError(EXIT.NETWORK, `download: cut at ${offset} of ${size} bytes again and again`)
+        progress.note(`download cut at ${offset} of ${size} bytes${cut !== undefined ? ` (${describe(cut)})` : ''}; resuming`)
+      }
+    }
+  } catch (err) {
+    if (err instanceof CliError && err.exitCode !== EXIT.NETWORK) await fail(err)
+    await fh?.close()
+    throw err
+  }
+  await fh?.close()
+  progress.done()
+  const actual = hash.digest('hex')
+  if (offset !== size) await fail(new CliError(EXIT.INTEGRITY, `received ${offset} bytes, ${size} expected`))
+  if (expected !== '' && actual !== expected) {
+    await fail(new CliError(EXIT.INTEGRITY, `integrity check failed: SHA-256 ${actual}, the service declared ${expected}${toStdout ? '' : '; the partial file was removed'}`))
+  }
+  if (expected === '') progress.note('warning: the service sent no Repr-Digest; the download is not verified')
+  return { sha256: actual, size }
+}
+
+/** Writes the body at `pos.offset`, hashing what is written and advancing `pos` as it goes. */
+async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: { offset: number }, hash: Hash, onBytes: (n: number) => void): Promise<void> {
+  for await (const data of res as AsyncIterable<Buffer>) {
+    if (fh !== undefined) {
+      await fh.write(data, 0, data.length, pos.offset).catch(local('the download')) // not a cut: no resume
+    } else if (!process.stdout.write(data)) {
+      await new Promise(resolve => process.stdout.once('drain', resolve))
+    }
+    hash.update(data)
+    pos.offset += data.length
+    onBytes(data.length)
+  }
+  if (!res.complete) throw new Error('connection closed')
+}
+
+/** SHA-256 state of the first `length` bytes of a partial file. */
+async function hashPrefix (file: string, length: number): Promise<Hash> {
+  const hash = createHash('sha256')
+  if (length === 0) return hash
+  for await (const data of createReadStream(file, { start: 0, end: length - 1 }) as AsyncIterable<Buffer>) hash.update(data)
+  return hash
+}

@@ -1,0 +1,174 @@
+/**
+ * HTTP for the CLI, on node:http/https rather than fetch: request bodies are streamed with an
+ * exact Content-Length (so the service's size checks apply before the body is read), an early
+ * answer (401, 413) is read even while the body is still being written, and network errors keep
+ * their codes (ECONNREFUSED, ECONNRESET) instead of fetch's bare "fetch failed".
+ *
+ * Retries: network errors, 5xx, 429 and 409 (a busy chunk index) are retried with exponential
+ * backoff and jitter, waiting at least what `Retry-After` says; anything else is final.
+ */
+import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
+import https from 'node:https'
+import type { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { CliError, EXIT, exitForStatus } from './exit-codes.js'
+import type { Multipart } from './multipart.js'
+
+/** A connection with no byte moving either way for this long is cut and retried (ms). */
+const IDLE_TIMEOUT_MS = 120_000
+/** First backoff (ms); doubles per attempt up to MAX_BACKOFF_MS, plus up to 50 % jitter. */
+const BASE_BACKOFF_MS = 500
+const MAX_BACKOFF_MS = 15_000
+/** Longest Retry-After honoured (ms); a longer one is cut to this. */
+const MAX_RETRY_AFTER_MS = 60_000
+
+export interface ClientOptions {
+  /** Base URL of the service (a path prefix is kept). */
+  url: string
+  /** X-Client-Key, for the upload endpoints. */
+  key?: string | undefined
+  /** Attempts after the first one. */
+  retries: number
+  /** Connections kept open to the service (chunks in flight). */
+  sockets: number
+  /** Called before each retry, for the progress display. */
+  onRetry?: (what: string, reason: string, delayMs: number) => void
+}
+
+export class Client {
+  readonly base: URL
+  private readonly agent: http.Agent
+
+  constructor (readonly opts: ClientOptions) {
+    const base = new URL(opts.url)
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new CliError(EXIT.USAGE, `--url must be http:// or https://, not ${base.protocol}`)
+    if (!base.pathname.endsWith('/')) base.pathname += '/'
+    this.base = base
+    const Agent = base.protocol === 'https:' ? https.Agent : http.Agent
+    this.agent = new Agent({ keepAlive: true, maxSockets: Math.max(1, opts.sockets) })
+  }
+
+  url (path: string): URL {
+    return new URL(path.replace(/^\//, ''), this.base)
+  }
+
+  close () {
+    this.agent.destroy()
+  }
+
+  /**
+   * One request, no retries. Resolves with the response (its body unread) as soon as it
+   * arrives, even while `body` is still being written. Network failures reject with a
+   * Retryable; a failing body source rejects with its own error.
+   */
+  exchange (method: string, path: string, headers: Record<string, string>, body?: { length: number | undefined, open: () => Readable }): Promise<IncomingMessage> {
+    const mod = this.base.protocol === 'https:' ? https : http
+    return new Promise((resolve, reject) => {
+      const req = mod.request(this.url(path), {
+        method,
+        agent: this.agent,
+        headers: { 'user-agent': 'dropcode-cli', ...headers, ...(body?.length !== undefined ? { 'content-length': String(body.length) } : {}) }
+      })
+      let answered = false
+      req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`no progress for ${IDLE_TIMEOUT_MS / 1000} s`)))
+      req.on('response', res => { answered = true; resolve(res) })
+      req.on('error', err => { if (!answered) reject(new Retryable(describe(err))) })
+      if (body === undefined) { req.end(); return }
+      const source = body.open()
+      source.on('error', err => {
+        req.destroy()
+        reject(err instanceof CliError ? err : new CliError(EXIT.LOCAL, `cannot read the input: ${describe(err)}`))
+      })
+      req.on('close', () => { if (!source.destroyed) source.destroy() })
+      source.pipe(req)
+    })
+  }
+
+  /** Runs `attempt` until it succeeds, fails for good, or the retries are spent. */
+  async retrying<T> (what: string, attempt: () => Promise<T>): Promise<T> {
+    for (let n = 0; ; n++) {
+      try {
+        return await attempt()
+      } catch (err) {
+        if (!(err instanceof Retryable)) throw err
+        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${n + 1} attempts)` : ''}`)
+        const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** n) * (1 + Math.random() / 2)
+        const delay = Math.max(backoff, err.retryAfterMs ?? 0)
+        this.opts.onRetry?.(what, err.message, delay)
+        await sleep(delay)
+      }
+    }
+  }
+
+  /**
+   * A JSON request with retries; a non-2xx answer becomes a CliError (or a retry). `retry:
+   * false` for a body that cannot be read twice; `digestRetry` resends after a digest mismatch
+   * (bytes damaged on the way: the service stored nothing).
+   */
+  async json<T = Record<string, unknown>> (what: string, method: string, path: string, form?: Multipart, opts: { retry?: boolean, digestRetry?: boolean } = {}): Promise<T> {
+    const attempt = async () => {
+      const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body())
+      const text = (await readAll(res, 1 << 20)).toString('utf8')
+      let body: Record<string, unknown> = {}
+      try { body = JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: an HTML error page or a proxy's answer */ }
+      if (res.statusCode! >= 200 && res.statusCode! < 300) return body as T
+      const err = answerError(res.statusCode!, res.headers, body)
+      if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, undefined, EXIT.INTEGRITY)
+      throw err
+    }
+    if (opts.retry === false) {
+      try {
+        return await attempt()
+      } catch (err) {
+        throw err instanceof Retryable ? new CliError(err.exitCode, `${what}: ${err.message}`) : err
+      }
+    }
+    return await this.retrying(what, attempt)
+  }
+
+  auth (): Record<string, string> {
+    return this.opts.key !== undefined ? { 'x-client-key': this.opts.key } : {}
+  }
+}
+
+/** A failure worth trying again (network, 5xx, 429, 409), with the service's Retry-After. */
+export class Retryable extends Error {
+  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK) {
+    super(message)
+  }
+}
+
+/** The error for a non-2xx answer: Retryable for 5xx, 429 and 409, else a final CliError. */
+export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}): Error {
+  const code = typeof body.code === 'string' ? body.code : undefined
+  const message = `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
+  if (status >= 500 || status === 429) return new Retryable(message, retryAfter(headers['retry-after']))
+  if (status === 409) return new Retryable(message, retryAfter(headers['retry-after']), EXIT.REFUSED)
+  const err = new CliError(exitForStatus(status, code), message)
+  return Object.assign(err, { body })
+}
+
+/** Retry-After in ms (seconds or an HTTP date), capped; undefined when absent or unreadable. */
+export function retryAfter (value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  const ms = /^\d+$/.test(value.trim()) ? Number(value) * 1000 : Date.parse(value) - Date.now()
+  return Number.isFinite(ms) ? Math.min(Math.max(0, ms), MAX_RETRY_AFTER_MS) : undefined
+}
+
+export async function readAll (res: Readable, limit: number): Promise<Buffer> {
+  const parts: Buffer[] = []
+  let size = 0
+  for await (const chunk of res as AsyncIterable<Buffer>) {
+    size += chunk.length
+    if (size <= limit) parts.push(chunk)
+  }
+  return Buffer.concat(parts)
+}
+
+export const describe = (err: unknown): string => {
+  if (err instanceof Error) {
+    const code = (err as NodeJS.ErrnoException).code
+    return code !== undefined && !err.message.includes(code) ? `${err.message} (${code})` : err.message
+  }
+  return String(err)
+}

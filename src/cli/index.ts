@@ -1,0 +1,76 @@
+#!/usr/bin/env node
+/**
+ * The `dropcode` command line: upload, download, info, delete (see docs/cli.md). Results go to
+ * stdout (the code alone, or JSON with --json); progress and messages to stderr; failures exit
+ * with the codes in exit-codes.ts.
+ */
+import { parse, type Args } from './args.js'
+import { download } from './download.js'
+import { info, remove } from './lookup.js'
+import { CliError, EXIT, type ExitCode } from './exit-codes.js'
+import { Client, describe } from './http.js'
+import { upload } from './upload.js'
+
+const say = (args: { quiet: boolean }, message: string) => { if (!args.quiet) process.stderr.write(`${message}\n`) }
+
+async function run (args: Exclude<Args, { command: 'help' }>): Promise<void> {
+  const client = new Client({
+    url: args.url,
+    key: args.command === 'upload' ? args.key : undefined,
+    retries: args.retries,
+    sockets: args.command === 'upload' ? args.parallel : 2,
+    onRetry: (what, reason, ms) => say(args, `${what}: ${reason.replace(/\.$/, '')}; retrying in ${(ms / 1000).toFixed(1)} s`)
+  })
+  try {
+    switch (args.command) {
+      case 'upload': {
+        const result = await upload(args, client)
+        process.stdout.write(args.json ? `${JSON.stringify(result)}\n` : `${result.code}\n`)
+        return
+      }
+      case 'download': {
+        const result = await download(args, client)
+        if (args.json) process.stdout.write(`${JSON.stringify(result)}\n`)
+        if (result.path !== '-') say(args, `${args.extract ? 'extracted into' : 'saved'} ${result.path} (${result.size} bytes, SHA-256 verified)`)
+        return
+      }
+      case 'info': {
+        const result = await info(args, client)
+        process.stdout.write(args.json
+          ? `${JSON.stringify(result)}\n`
+          : `name: ${result.name}\nsize: ${result.size}\ntype: ${result.content_type}\nsha256: ${result.sha256}\n`)
+        return
+      }
+      case 'delete': {
+        const message = await remove(args, client)
+        if (args.json) process.stdout.write(`${JSON.stringify({ code: args.code, deleted: true, message })}\n`)
+        say(args, message)
+      }
+    }
+  } finally {
+    client.close()
+  }
+}
+
+async function main (): Promise<ExitCode> {
+  // A closed pipe on stdout (`dropcode download X -o - | head`) ends the run quietly.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => { if (err.code === 'EPIPE') process.exit(EXIT.FAILURE) })
+  try {
+    const args = parse(process.argv.slice(2), process.env)
+    if (args.command === 'help') {
+      process.stdout.write(args.text)
+      return EXIT.OK
+    }
+    await run(args)
+    return EXIT.OK
+  } catch (err) {
+    if (err instanceof CliError) {
+      process.stderr.write(`dropcode: ${err.message}\n`)
+      return err.exitCode
+    }
+    process.stderr.write(`dropcode: unexpected error: ${err instanceof Error ? err.stack ?? describe(err) : String(err)}\n`)
+    return EXIT.FAILURE
+  }
+}
+
+process.exitCode = await main()

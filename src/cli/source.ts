@@ -1,0 +1,140 @@
+/**
+ * What an upload reads: a regular file (random access: any chunk can be read on its own), a
+ * directory as a tar stream (sequential only: it is regenerated for each pass, identically,
+ * see tar.ts), or standard input (one pass, length unknown).
+ */
+import { createHash } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import type { Readable } from 'node:stream'
+import { cleanFilename } from '../core/filename.js'
+import { CliError, EXIT } from './exit-codes.js'
+import { describe } from './http.js'
+import { packDirectory } from './tar.js'
+
+export interface Source {
+  kind: 'file' | 'directory' | 'stdin'
+  /** Absolute path ('' for stdin). */
+  path: string
+  /** Filename sent to the service. */
+  name: string
+  /** Bytes; undefined for stdin. For a directory: the tar's size, known after `digest`. */
+  size: number | undefined
+  /** File: its mtime (ms), part of what makes a rerun "the same upload". */
+  mtimeMs: number
+  /** A fresh stream of the whole input. */
+  open (): Readable
+}
+
+export async function openSource (input: string, name: string | undefined): Promise<Source> {
+  if (input === '-') return { kind: 'stdin', path: '', name: cleanFilename(name ?? 'stdin'), size: undefined, mtimeMs: 0, open: () => process.stdin }
+  const abs = path.resolve(input)
+  let stat
+  try {
+    stat = await fs.stat(abs)
+  } catch (err) {
+    throw new CliError(EXIT.LOCAL, `cannot read ${input}: ${describe(err)}`)
+  }
+  if (stat.isDirectory()) {
+    return { kind: 'directory', path: abs, name: cleanFilename(name ?? `${path.basename(abs)}.tar`), size: undefined, mtimeMs: stat.mtimeMs, open: () => packDirectory(abs) }
+  }
+  if (!stat.isFile()) throw new CliError(EXIT.LOCAL, `${input} is neither a file nor a directory`)
+  // Large reads: the hashing pass is bound by the number of calls as much as by the bytes.
+  return { kind: 'file', path: abs, name: cleanFilename(name ?? path.basename(abs)), size: stat.size, mtimeMs: stat.mtimeMs, open: () => createReadStream(abs, { highWaterMark: 1024 * 1024 }) }
+}
+
+/** The input's bytes; a read failure (an unreadable file inside a directory) is a local error. */
+async function * readable (source: Source): AsyncGenerator<Buffer> {
+  try {
+    yield * source.open() as AsyncIterable<Buffer>
+  } catch (err) {
+    throw err instanceof CliError ? err : new CliError(EXIT.LOCAL, `cannot read ${source.path || 'the input'}: ${describe(err)}`)
+  }
+}
+
+export interface Digests {
+  size: number
+  /** SHA-256 of the whole input, hex. */
+  sha256: string
+  /** SHA-256 of each chunk, hex (only when asked for: resuming compares them with verify's). */
+  chunks: string[] | undefined
+}
+
+/** One pass over the input: its size, its SHA-256 and (withChunks) each chunk's, in constant memory. */
+export async function digest (source: Source, chunkSize: number, withChunks: boolean): Promise<Digests> {
+  const whole = createHash('sha256')
+  const chunks: string[] = []
+  let part = createHash('sha256')
+  let inPart = 0
+  let size = 0
+  for await (const data of readable(source)) {
+    whole.update(data)
+    size += data.length
+    if (!withChunks) continue
+    let at = 0
+    while (at < data.length) {
+      const take = Math.min(chunkSize - inPart, data.length - at)
+      part.update(data.subarray(at, at + take))
+      inPart += take
+      at += take
+      if (inPart === chunkSize) {
+        chunks.push(part.digest('hex'))
+        part = createHash('sha256')
+        inPart = 0
+      }
+    }
+  }
+  if (inPart > 0 || size === 0) chunks.push(part.digest('hex'))
+  return { size, sha256: whole.digest('hex'), chunks: withChunks ? chunks : undefined }
+}
+
+/**
+ * The chunks in `wanted` (ascending), each as one buffer: read at their offsets from a file,
+ * or cut from one sequential pass over a directory's tar. The consumer pulls one at a time, so
+ * memory is bounded by the chunks it holds.
+ */
+export async function * readChunks (source: Source, chunkSize: number, size: number, wanted: number[]): AsyncGenerator<{ index: number, data: Buffer }> {
+  const lengthOf = (i: number) => Math.min(chunkSize, size - i * chunkSize)
+  if (source.kind === 'file') {
+    const fh = await fs.open(source.path)
+    try {
+      for (const index of wanted) {
+        const data = Buffer.allocUnsafe(lengthOf(index))
+        let got = 0
+        while (got < data.length) {
+          const { bytesRead } = await fh.read(data, got, data.length - got, index * chunkSize + got)
+          if (bytesRead === 0) throw new CliError(EXIT.LOCAL, `${source.path} got shorter while it was uploaded`)
+          got += bytesRead
+        }
+        yield { index, data }
+      }
+    } finally {
+      await fh.close()
+    }
+    return
+  }
+  const want = new Set(wanted)
+  let index = 0
+  let length = lengthOf(0)
+  let buf = want.has(0) ? Buffer.allocUnsafe(length) : undefined
+  let fill = 0
+  for await (const data of readable(source)) {
+    let at = 0
+    while (at < data.length) {
+      if (index * chunkSize >= size) throw new CliError(EXIT.LOCAL, `${source.path} changed while it was uploaded (the tar grew)`)
+      const take = Math.min(length - fill, data.length - at)
+      if (buf !== undefined) data.copy(buf, fill, at, at + take)
+      fill += take
+      at += take
+      if (fill === length) {
+        if (buf !== undefined) yield { index, data: buf }
+        index++
+        length = index * chunkSize < size ? lengthOf(index) : 0
+        buf = want.has(index) ? Buffer.allocUnsafe(length) : undefined
+        fill = 0
+      }
+    }
+  }
+  if (index * chunkSize < size) throw new CliError(EXIT.LOCAL, `${source.path} changed while it was uploaded (the tar shrank)`)
+}

@@ -1,0 +1,87 @@
+/**
+ * The domain model shared by every layer: stored files, their claims, chunked upload sessions.
+ * Plain data only; the state drivers store it, the services give it meaning.
+ */
+
+/** A stored, downloadable file (the interface's "stored file"). */
+export interface FileRecord {
+  /** The 6-character download code. */
+  code: string
+  /** Object key in the BlobStore (32 hex digits, never derived from the code or name). */
+  blobKey: string
+  /** Base name given at upload, shown in Content-Disposition. */
+  filename: string
+  /** Content type served on download (already checked against the safe list). */
+  contentType: string
+  /** Bytes. */
+  size: number
+  /** SHA-256 of the stored bytes, computed by the service, lowercase hex. */
+  sha256: string
+  maxDownloads: number
+  /** Downloads claimed so far (refunds subtract). */
+  downloads: number
+  /** Epoch ms. */
+  createdAt: number
+  /** Epoch ms; no new download may be claimed from this moment. */
+  expiresAt: number
+  /**
+   * Epoch ms until which the record (and so its object and claims) is kept: expiry plus
+   * SWEEP_GRACE_SECONDS. The code stays taken until then.
+   */
+  retainUntil: number
+}
+
+/** Why a code does not lead to a live file. */
+export type Unavailable = 'unknown' | 'expired' | 'exhausted'
+
+export type Lookup =
+  | { ok: true, file: FileRecord }
+  | { ok: false, reason: Unavailable }
+
+export type Claim =
+  | { ok: true, file: FileRecord, /** This claim took the last permitted download. */ last: boolean }
+  | { ok: false, reason: Unavailable }
+
+/** A chunked upload session (POST /upload/start … /upload/complete). */
+export interface UploadSession {
+  /** upload_id: 128 random bits, base64url (22 characters). */
+  id: string
+  /** Object key the file will be stored under. */
+  blobKey: string
+  /** BlobStore handle for the chunked upload (the S3 UploadId; '' for fs). */
+  handle: string
+  filename: string
+  totalChunks: number
+  maxDownloads: number
+  expiryHours: number
+  /** Epoch ms. */
+  createdAt: number
+  /** SHA-256 the client declared for the whole file (hex), checked at completion; '' if none. */
+  sha256: string
+  /** How chunks are laid out in storage, settled by the first chunk that decides it (BlobStore-specific). */
+  layout?: string
+}
+
+/** What the state keeps of a received chunk. */
+export interface ChunkRecord {
+  /** Bytes. */
+  size: number
+  /** SHA-256 of the chunk's bytes, hex. */
+  sha256: string
+  /** The BlobStore's receipt (opaque to the state layer: it only stores it). */
+  receipt: string
+}
+
+export interface SessionView {
+  session: UploadSession
+  /** Received chunks by index. */
+  chunks: Map<number, ChunkRecord>
+}
+
+/**
+ * Who needs an object kept: a file record (`f:CODE`) or a chunked session (`s:ID`). The
+ * cleanup index remembers owners so the sweeper can ask them before deleting.
+ */
+export type Owner = `f:${string}` | `s:${string}`
+export const fileOwner = (code: string): Owner => `f:${code}`
+export const sessionOwner = (id: string): Owner => `s:${id}`

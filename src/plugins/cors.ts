@@ -1,0 +1,38 @@
+/**
+ * Optional CORS (CORS_ORIGINS), so a team's own web tool on another origin can upload, download
+ * and delete from the browser. Off by default: without it browsers keep other origins' scripts
+ * from reading our answers, which is what a service holding API keys wants unless told otherwise.
+ *
+ * Only the API routes take part (uploads, downloads, deletes, /limits); our own pages, metrics
+ * and health checks stay same-origin. Preflights are answered in the onRequest hook, registered
+ * before the key check and the rate limits: a browser sends no X-Client-Key on a preflight, so
+ * it must never meet them. No credentials (cookies) are involved; the key travels as a header,
+ * which is why X-Client-Key is an allowed request header. The headers a client needs to verify
+ * and resume a download are exposed to scripts.
+ */
+import cors from '@fastify/cors'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+
+const API = /^\/(?:upload(?:\/(?:start|chunk|verify|complete))?|download\/[^/?#]*|delete\/[^/?#]*|limits)(?:[?#]|$)/
+
+export const isApiUrl = (url: string) => API.test(url)
+
+export default fp(async function corsPlugin (app: FastifyInstance, opts: { origins: string[] }) {
+  if (opts.origins.length === 0) return
+  const origin = opts.origins.includes('*') ? '*' : opts.origins
+  const api = {
+    origin,
+    methods: ['GET', 'HEAD', 'POST', 'DELETE'],
+    allowedHeaders: ['X-Client-Key', 'Content-Type', 'Range', 'If-Range', 'X-Request-Id'],
+    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id'],
+    maxAge: 600, // s a browser may reuse a preflight answer
+    credentials: false
+  }
+  await app.register(cors, {
+    hideOptionsRoute: true,
+    delegator: (req: FastifyRequest, done: (err: Error | null, options: object) => void) => {
+      done(null, isApiUrl(req.url) ? api : { origin: false })
+    }
+  })
+}, { name: 'cors' })

@@ -1,0 +1,68 @@
+/**
+ * Overload protection for one instance: answer 503 DROPCODE_BUSY with Retry-After (so clients
+ * and balancers retry elsewhere or later) instead of running out of memory or time.
+ *
+ * - Transfer slots: at most MAX_CONCURRENT_UPLOADS upload requests (/upload, /upload/chunk,
+ *   /upload/complete) and MAX_CONCURRENT_DOWNLOADS downloads (GET /download) run at once; a
+ *   request beyond is refused before its body is read. A slot is held until the response is
+ *   over (finished or cut).
+ * - Load shedding (@fastify/under-pressure): while the event loop lags more than
+ *   SHED_EVENT_LOOP_DELAY_MS, or the heap holds more than SHED_HEAP_USED_PERCENT of its limit,
+ *   new requests are refused. Health, readiness and metrics are always answered: a balancer must
+ *   still see the instance (and /readyz says "overloaded").
+ */
+import v8 from 'node:v8'
+import underPressure from '@fastify/under-pressure'
+import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Config } from '../config.js'
+import { DropcodeError } from '../core/errors.js'
+
+/** Seconds a refused client is asked to wait. */
+const RETRY_AFTER_S = 2
+const ALWAYS_ANSWERED = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json'])
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** onRequest hooks taking a transfer slot (503 DROPCODE_BUSY when none is free). */
+    transferSlots: { upload: onRequestAsyncHookHandler, download: onRequestAsyncHookHandler }
+    /** Why the instance sheds load right now, or undefined. */
+    overloaded (): string | undefined
+  }
+}
+
+function busy (reply: FastifyReply, why: string): DropcodeError {
+  reply.header('retry-after', String(RETRY_AFTER_S))
+  return new DropcodeError('DROPCODE_BUSY', `The service is busy (${why}); retry in ${RETRY_AFTER_S} s.`, { retry_after: RETRY_AFTER_S })
+}
+
+function slots (limit: number, what: string): onRequestAsyncHookHandler {
+  let used = 0
+  return async function takeSlot (req, reply) {
+    if (limit === 0) return
+    if (used >= limit) throw busy(reply, `${limit} ${what} are running`)
+    used++
+    let released = false
+    reply.raw.once('close', () => { if (!released) { released = true; used-- } })
+  }
+}
+
+export default fp(async function overload (app: FastifyInstance, { config }: { config: Config }) {
+  const { maxUploads, maxDownloads, eventLoopDelayMs, heapUsedPercent } = config.overload
+  app.decorate('transferSlots', { upload: slots(maxUploads, 'uploads'), download: slots(maxDownloads, 'downloads') })
+
+  const maxHeapUsedBytes = heapUsedPercent === 0 ? 0 : Math.floor(v8.getHeapStatistics().heap_size_limit * heapUsedPercent / 100)
+  await app.register(underPressure, {
+    maxEventLoopDelay: eventLoopDelayMs,
+    maxHeapUsedBytes,
+    pressureHandler: async (req, reply, type) => {
+      if (ALWAYS_ANSWERED.has(req.routeOptions.url ?? '')) return
+      throw busy(reply, type === 'eventLoopDelay' ? 'the event loop lags' : 'memory is short')
+    }
+  })
+  app.decorate('overloaded', () => {
+    if (!app.isUnderPressure()) return undefined
+    const { eventLoopDelay, heapUsed } = app.memoryUsage()
+    return eventLoopDelayMs > 0 && eventLoopDelay > eventLoopDelayMs ? 'event loop delay' : heapUsed > maxHeapUsedBytes ? 'heap' : 'pressure'
+  })
+}, { name: 'overload' })

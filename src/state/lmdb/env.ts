@@ -1,0 +1,125 @@
+/**
+ * The LMDB environment of the embedded state driver (DATA_DIR/state/lmdb), its sub-databases
+ * and the one way to write: `write(fn)`.
+ *
+ * Sub-databases (keys are ordered-binary, values msgpack):
+ *   files     code → StoredFile (FileRecord + claims: claim id → resumable-until | 'r')
+ *   cleanup   object key → { deadline, owners }
+ *   due       [deadline, object key] → 1           (cleanup entries by deadline)
+ *   sessions  id → StoredSession (UploadSession + until, state, leaseUntil, bytes)
+ *   chunks    [id, index] → ChunkRecord
+ *   locks     [id, index] → { token, until }
+ *   done      id → { code, size, sha256, until }   (answers repeated completes)
+ *   counters  name → { count, until }
+ *   expiry    [until, kind, id] → 1                (what housekeeping removes when: f file,
+ *                                                   s session, d done, c counter)
+ *
+ * Transactions: `write(fn)` runs `fn` inside one LMDB write transaction, batched with others
+ * and committed before the promise resolves (lmdb-js asynchronous transactions), so a returned
+ * answer is never lost to a crash of the process. LMDB's write lock makes each transaction
+ * atomic against every other writer, in this process or another process on the same
+ * directory, which is why several processes may share a DATA_DIR safely. A callback that throws
+ * after writing is not rolled back by lmdb-js, so every `fn` here reads and decides first and
+ * writes last.
+ *
+ * lmdb-js options: `eventTurnBatching: false` because with event-turn batching a commit that
+ * fails (a full disk) also rejects an internal promise nobody handles, which would end the
+ * process; batching still happens, by transaction count and `commitDelay`. Reads outside a
+ * transaction see a snapshot that lmdb-js renews each event turn.
+ */
+import fsp from 'node:fs/promises'
+import { open, type Database, type RootDatabase } from 'lmdb'
+import { DropcodeError, isOutOfSpace } from '../../core/errors.js'
+import type { ChunkRecord, FileRecord, UploadSession } from '../../core/model.js'
+import type { CompletedFile } from '../types.js'
+
+export interface StoredFile extends FileRecord {
+  /** claim id → resumable-until (epoch ms), or 'r' for a refunded claim id. */
+  claims: Record<string, number | 'r'>
+}
+
+export interface StoredSession {
+  session: UploadSession
+  /** Idle expiry, epoch ms. */
+  until: number
+  state: 'open' | 'completing'
+  /** Completion lease, epoch ms. */
+  leaseUntil: number
+  /** Sum of the chunks' sizes. */
+  bytes: number
+  /** Number of chunk records. */
+  received: number
+}
+
+export type ExpiryKind = 'f' | 's' | 'd' | 'c'
+
+export interface LmdbEnv {
+  root: RootDatabase
+  files: Database<StoredFile, string>
+  cleanup: Database<{ deadline: number, owners: string[] }, string>
+  due: Database<1, [number, string]>
+  sessions: Database<StoredSession, string>
+  chunks: Database<ChunkRecord, [string, number]>
+  locks: Database<{ token: string, until: number }, [string, number]>
+  done: Database<CompletedFile & { until: number }, string>
+  counters: Database<{ count: number, until: number }, string>
+  expiry: Database<1, [number, ExpiryKind, string]>
+  /** Runs `fn` in a write transaction; resolves with its result once committed. */
+  write<T> (fn: () => T): Promise<T>
+  /** Moves an expiry index entry from `from` (if any) to `to`. Call inside `write`. */
+  reindex (kind: ExpiryKind, id: string, from: number | undefined, to: number): void
+  close (): Promise<void>
+}
+
+/** Disk-full or I/O trouble from a failed commit, as a catalogue error. */
+async function commitError (dir: string, err: unknown): Promise<DropcodeError> {
+  const inner = await ((err as { commitError?: Promise<unknown> }).commitError?.catch((e: unknown) => e) ?? Promise.resolve(err))
+  let full = isOutOfSpace(inner)
+  if (!full && (inner as { code?: unknown })?.code === 5) {
+    // lmdb reports some writes past the end of a full filesystem as EIO: look at the disk.
+    const stats = await fsp.statfs(dir).catch(() => undefined)
+    full = stats !== undefined && stats.bavail * stats.bsize < 4 * 1024 * 1024
+  }
+  return full
+    ? new DropcodeError('DROPCODE_STORAGE_FULL', undefined, undefined, { cause: inner })
+    : new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: inner })
+}
+
+export async function openLmdbEnv (dir: string): Promise<LmdbEnv> {
+  await fsp.mkdir(dir, { recursive: true })
+  const root = open({ path: dir, eventTurnBatching: false })
+  const db = <V, K extends string | Array<string | number>>(name: string) => root.openDB<V, K>(name, {})
+  let closed = false
+  const env: LmdbEnv = {
+    root,
+    files: db('files'),
+    cleanup: db('cleanup'),
+    due: db('due'),
+    sessions: db('sessions'),
+    chunks: db('chunks'),
+    locks: db('locks'),
+    done: db('done'),
+    counters: db('counters'),
+    expiry: db('expiry'),
+    async write (fn) {
+      if (closed) throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE')
+      try {
+        return await root.transaction(fn)
+      } catch (err) {
+        if (err instanceof DropcodeError) throw err
+        throw await commitError(dir, err)
+      }
+    },
+    reindex (kind, id, from, to) {
+      if (from === to) return
+      if (from !== undefined) env.expiry.remove([from, kind, id])
+      env.expiry.put([to, kind, id], 1)
+    },
+    async close () {
+      if (closed) return
+      closed = true
+      await root.close()
+    }
+  }
+  return env
+}

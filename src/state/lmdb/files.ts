@@ -1,0 +1,134 @@
+/** FileStore on LMDB: one record per code with its claims inside; see env.ts for the layout. */
+import { DropcodeError } from '../../core/errors.js'
+import type { Lookup } from '../../core/model.js'
+import type { FileStore } from '../types.js'
+import type { LmdbEnv, StoredFile } from './env.js'
+
+type CreateResult = boolean | 'full'
+
+function status (stored: StoredFile | undefined, now: number): Lookup {
+  if (stored === undefined || now >= stored.retainUntil) return { ok: false, reason: 'unknown' }
+  const { claims: _claims, ...file } = stored
+  if (now >= file.expiresAt) return { ok: false, reason: 'expired' }
+  if (file.downloads >= file.maxDownloads) return { ok: false, reason: 'exhausted' }
+  return { ok: true, file }
+}
+
+/** Until when the object is needed by this record, or null. */
+function needed (stored: StoredFile | undefined, now: number): number | null {
+  if (stored === undefined || now >= stored.retainUntil) return null
+  if (now < stored.expiresAt && stored.downloads < stored.maxDownloads) return stored.retainUntil
+  let best = 0
+  for (const until of Object.values(stored.claims)) if (until !== 'r' && until > now && until > best) best = until
+  return best === 0 ? null : best
+}
+
+/** Claims whose window has passed are dropped on every write (refund tombstones stay). */
+function liveClaims (claims: StoredFile['claims'], now: number): StoredFile['claims'] {
+  const out: StoredFile['claims'] = {}
+  for (const [id, until] of Object.entries(claims)) if (until === 'r' || until > now) out[id] = until
+  return out
+}
+
+export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purgeRoom: (now: number, limit: number) => void }): FileStore {
+  const { files } = env
+  const entryCount = () => (files.getStats() as { entryCount: number }).entryCount
+  const put = (stored: StoredFile, previous: StoredFile | undefined) => {
+    files.put(stored.code, stored)
+    env.reindex('f', stored.code, previous?.retainUntil, stored.retainUntil)
+  }
+
+  return {
+    async create (file, now) {
+      const result = await env.write((): CreateResult => {
+        const existing = files.get(file.code)
+        if (existing !== undefined && now < existing.retainUntil) return false
+        if (entryCount() >= opts.maxRecords) {
+          opts.purgeRoom(now, 100)
+          if (entryCount() >= opts.maxRecords) return 'full'
+        }
+        put({ ...file, claims: {} }, files.get(file.code))
+        return true
+      })
+      if (result === 'full') throw new DropcodeError('DROPCODE_STATE_FULL')
+      return result
+    },
+
+    async lookup (code, now) {
+      return status(files.get(code), now)
+    },
+
+    async claim (code, claimId, now, until) {
+      // A code that cannot be claimed is answered from a read, without a write transaction: most
+      // such requests are 404s for codes that never existed (guessers, stale links), and a write
+      // each made 404s cost as much as downloads. Safe: a record that is missing, expired or
+      // exhausted at this read may be answered as it was then (a claim racing a creation or a
+      // refund may be ordered before it); a claimable one is checked again inside the write.
+      const seen = status(files.get(code), now)
+      if (!seen.ok) return seen
+      return await env.write(() => {
+        const stored = files.get(code)
+        const s = status(stored, now)
+        if (!s.ok) return s
+        if (stored!.claims[claimId] !== undefined) return { ok: false, reason: 'unknown' }
+        const file = { ...s.file, downloads: s.file.downloads + 1 }
+        put({ ...file, claims: { ...liveClaims(stored!.claims, now), [claimId]: Math.min(until, stored!.retainUntil) } }, stored)
+        return { ok: true, file, last: file.downloads >= file.maxDownloads }
+      })
+    },
+
+    async resume (code, claimId, now) {
+      return await env.write(() => {
+        const stored = files.get(code)
+        if (stored === undefined || now >= stored.retainUntil) return null
+        const until = stored.claims[claimId]
+        if (until === undefined || until === 'r' || until <= now) return null
+        const { claims, ...file } = stored
+        put({ ...stored, claims: { ...liveClaims(claims, now), [claimId]: stored.retainUntil } }, stored)
+        return file
+      })
+    },
+
+    async endClaim (code, claimId, now, keepUntil) {
+      return await env.write(() => {
+        const stored = files.get(code)
+        if (stored === undefined) return null
+        const claims = liveClaims(stored.claims, now)
+        if (claims[claimId] !== undefined && claims[claimId] !== 'r') {
+          if (keepUntil === undefined) delete claims[claimId]
+          else claims[claimId] = keepUntil
+        }
+        const next = { ...stored, claims }
+        put(next, stored)
+        return needed(next, now)
+      })
+    },
+
+    async refund (code, claimId, now) {
+      await env.write(() => {
+        const stored = files.get(code)
+        if (stored === undefined || now >= stored.retainUntil) return
+        const claim = stored.claims[claimId]
+        if (claim === 'r') return
+        const downloads = claim !== undefined && stored.downloads > 0 ? stored.downloads - 1 : stored.downloads
+        put({ ...stored, downloads, claims: { ...liveClaims(stored.claims, now), [claimId]: 'r' } }, stored)
+      })
+    },
+
+    async delete (code, now) {
+      return await env.write(() => {
+        const stored = files.get(code)
+        const s = status(stored, now)
+        if (!s.ok) return s
+        files.remove(code)
+        env.expiry.remove([stored!.retainUntil, 'f', code])
+        return s
+      })
+    },
+
+    async objectNeededUntil (code, blobKey, now) {
+      const stored = files.get(code)
+      return stored?.blobKey === blobKey ? needed(stored, now) : null
+    }
+  }
+}

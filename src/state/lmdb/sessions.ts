@@ -1,0 +1,153 @@
+/**
+ * SessionStore on LMDB: a session record, its chunk records under [id, index] and its chunk
+ * locks under [id, index]; see env.ts for the layout. Locks live in the database (not in
+ * memory) so that several processes sharing a DATA_DIR respect each other's, and a crashed
+ * holder's lock simply runs out.
+ */
+import type { ChunkRecord } from '../../core/model.js'
+import type { ChunkCommit, CompletionStart, SessionStore } from '../types.js'
+import type { LmdbEnv, StoredSession } from './env.js'
+
+const MAX_INDEX = 1e9
+
+export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (id: string): void } {
+  const { sessions, chunks, locks, done } = env
+  const live = (id: string, now: number) => {
+    const s = sessions.get(id)
+    return s !== undefined && now < s.until ? s : undefined
+  }
+  const range = (id: string) => ({ start: [id, 0] as [string, number], end: [id, MAX_INDEX] as [string, number] })
+  const save = (next: StoredSession, previous: StoredSession | undefined) => {
+    sessions.put(next.session.id, next)
+    env.reindex('s', next.session.id, previous?.until, next.until)
+  }
+  /** Removes a session with its chunks and locks (inside a write). */
+  const remove = (id: string) => {
+    const s = sessions.get(id)
+    if (s !== undefined) env.expiry.remove([s.until, 's', id])
+    sessions.remove(id)
+    for (const key of chunks.getKeys(range(id))) chunks.remove(key)
+    for (const key of locks.getKeys(range(id))) locks.remove(key)
+  }
+
+  return {
+    removeNow: remove,
+
+    async create (session, now, ttlMs) {
+      await env.write(() => save({ session, until: now + ttlMs, state: 'open', leaseUntil: 0, bytes: 0, received: 0 }, sessions.get(session.id)))
+    },
+
+    async get (id, now) {
+      const s = live(id, now)
+      if (s === undefined) return null
+      const received = new Map<number, ChunkRecord>()
+      for (const { key, value } of chunks.getRange(range(id))) received.set(key[1], value)
+      return { session: s.session, chunks: received }
+    },
+
+    async beginChunk (id, index, token, lockUntil, now, ttlMs) {
+      return await env.write(() => {
+        const s = live(id, now)
+        if (s === undefined) return { ok: false, reason: 'unknown' } as const
+        if (s.state === 'completing' && s.leaseUntil > now) return { ok: false, reason: 'busy' } as const
+        const lock = locks.get([id, index])
+        if (lock !== undefined && lock.until > now) return { ok: false, reason: 'locked' } as const
+        locks.put([id, index], { token, until: lockUntil })
+        save({ ...s, until: now + ttlMs }, s)
+        return { ok: true, session: s.session } as const
+      })
+    },
+
+    async extendChunk (id, index, token, lockUntil, now) {
+      return await env.write(() => {
+        const lock = locks.get([id, index])
+        if (lock === undefined || lock.token !== token || lock.until <= now) return false
+        locks.put([id, index], { token, until: lockUntil })
+        return true
+      })
+    },
+
+    async abortChunk (id, index, token) {
+      return await env.write(() => {
+        const lock = locks.get([id, index])
+        if (lock === undefined || lock.token !== token) return null
+        const previous = chunks.get([id, index]) ?? null
+        locks.remove([id, index])
+        const s = sessions.get(id)
+        if (previous !== null) {
+          chunks.remove([id, index])
+          if (s !== undefined) sessions.put(id, { ...s, bytes: s.bytes - previous.size, received: s.received - 1 })
+        }
+        return previous
+      })
+    },
+
+    async commitChunk (id, index, token, chunk, now, ttlMs) {
+      return await env.write((): ChunkCommit => {
+        const s = live(id, now)
+        if (s === undefined) return { ok: false, reason: 'gone' }
+        const lock = locks.get([id, index])
+        if (lock === undefined || lock.token !== token || lock.until <= now) return { ok: false, reason: 'lost' }
+        const previous = chunks.get([id, index]) ?? null
+        const bytes = s.bytes + chunk.size - (previous?.size ?? 0)
+        const received = s.received + (previous === null ? 1 : 0)
+        chunks.put([id, index], chunk)
+        locks.remove([id, index])
+        save({ ...s, bytes, received, until: now + ttlMs }, s)
+        return { ok: true, received, previous, bytes }
+      })
+    },
+
+    async settleLayout (id, wanted, now) {
+      if (wanted === undefined) return live(id, now)?.session.layout
+      return await env.write(() => {
+        const s = live(id, now)
+        if (s === undefined) return undefined
+        if (s.session.layout === undefined) save({ ...s, session: { ...s.session, layout: wanted } }, s)
+        return s.session.layout ?? wanted
+      })
+    },
+
+    async beginCompletion (id, now, leaseUntil) {
+      return await env.write((): CompletionStart => {
+        const s = live(id, now)
+        if (s === undefined) {
+          const d = done.get(id)
+          if (d === undefined || now >= d.until) return { status: 'unknown' }
+          const { until: _until, ...result } = d
+          return { status: 'done', result }
+        }
+        if (s.state === 'completing' && s.leaseUntil > now) return { status: 'busy' }
+        for (const { value: lock } of locks.getRange(range(id))) if (lock.until > now) return { status: 'busy' }
+        const received = new Map<number, ChunkRecord>()
+        for (const { key, value } of chunks.getRange(range(id))) received.set(key[1], value)
+        save({ ...s, state: 'completing', leaseUntil }, s)
+        return { status: 'open', session: s.session, chunks: received }
+      })
+    },
+
+    async releaseCompletion (id) {
+      await env.write(() => {
+        const s = sessions.get(id)
+        if (s !== undefined) save({ ...s, state: 'open', leaseUntil: 0 }, s)
+      })
+    },
+
+    async remove (id) {
+      await env.write(() => remove(id))
+    },
+
+    async finish (id, result, now, doneTtlMs) {
+      await env.write(() => {
+        const previous = done.get(id)
+        remove(id)
+        done.put(id, { ...result, until: now + doneTtlMs })
+        env.reindex('d', id, previous?.until, now + doneTtlMs)
+      })
+    },
+
+    async objectNeededUntil (id, now) {
+      return live(id, now)?.until ?? null
+    }
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * Redis state driver: one Redis (with replicas or Sentinel) or a Redis Cluster.
+ *
+ * Key layout (prefix from REDIS_PREFIX, default `dropcode:`); the part in braces is the Redis
+ * Cluster hash tag, so the keys of one code, one session or one cleanup bucket share a slot:
+ *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil
+ *   {p}file:{CODE}:claims     hash  claim id → resumable-until (epoch ms), or 'r' (refunded)
+ *   {p}cleanup:{cH}           zset  object key → cleanup deadline; H = the key's first hex digit
+ *   {p}cleanup:{cH}:owners    hash  object key → owners ("f:CODE s:ID")
+ *   {p}session:{ID}           hash  UploadSession fields + until (idle expiry), state
+ *                                   (open|completing), leaseUntil, bytes
+ *   {p}session:{ID}:chunks    hash  chunk index → ChunkRecord JSON
+ *   {p}session:{ID}:locks     hash  chunk index → "token lockUntil" while a request streams it
+ *   {p}done:{ID}              hash  code, size, sha256, until of a completed session (repeated completes)
+ *   {p}rl:{NAME}              hash  count, until (a rate-limit window)
+ *
+ * Atomicity: every read-check-modify is one Lua script (scripts.ts) over one hash tag. Nothing
+ * crosses tags: the cleanup index is never written in the same step as a record; instead the
+ * sweeper asks an object's owners whether they still need it before deleting it (see
+ * services/sweeper.ts), so a crash between two steps leaves at worst an object swept later.
+ *
+ * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in ../index.ts): nothing here crosses a
+ * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
+ * to slots spread over the masters); nothing SCANs at run time (only migrate.ts, on one Redis).
+ * `sessions.get` is a MULTI over two keys of one tag. The prefix stays outside the braces, so it
+ * never moves a key to another slot; the ioredis `keyPrefix` option is not used.
+ *
+ * Replication is asynchronous: a failover can lose the writes the old primary acknowledged
+ * last (a lost claim can be served again; README, "Scaling").
+ *
+ * Time: every method takes `now` from the caller; liveness compares it with stored times, and
+ * TTLs (PEXPIREAT on the same times) only reclaim memory. Keep instance clocks in sync (NTP).
+ * The client does not queue commands while disconnected, so requests fail fast (503).
+ */
+import type { Cluster, Redis } from 'ioredis'
+import { DropcodeError } from '../../core/errors.js'
+import type { ChunkRecord, FileRecord, Lookup, Owner, Unavailable, UploadSession } from '../../core/model.js'
+import type { CleanupIndex, CounterStore, FileStore, SessionStore, StateBackend } from '../types.js'
+import { SCRIPTS } from './scripts.js'
+
+const FILE_FIELDS = ['code', 'blobKey', 'filename', 'contentType', 'size', 'sha256', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'] as const
+const FILE_NUMERIC = new Set(['size', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'])
+const SESSION_FIELDS = ['id', 'blobKey', 'handle', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'sha256'] as const
+const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt'])
+/** The session hash's own bookkeeping, not part of UploadSession. */
+const SESSION_INTERNAL = new Set(['state', 'leaseUntil', 'bytes', 'until'])
+const CLEANUP_BUCKETS = '0123456789abcdef'
+
+/** An HGETALL reply (flat field/value list) as an object; numbers parsed, internals skipped. */
+function fromFlat<T> (flat: string[], numeric: Set<string>, skip?: Set<string>): T {
+  const out: Record<string, string | number> = {}
+  for (let i = 0; i < flat.length; i += 2) {
+    const k = flat[i]!
+    if (skip?.has(k) === true) continue
+    out[k] = numeric.has(k) ? Number(flat[i + 1]) : flat[i + 1]!
+  }
+  return out as T
+}
+const toFile = (flat: string[]) => fromFlat<FileRecord>(flat, FILE_NUMERIC)
+const toSession = (flat: string[]) => fromFlat<UploadSession>(flat, SESSION_NUMERIC, SESSION_INTERNAL)
+const toLookup = (reply: string | string[]): Lookup =>
+  typeof reply === 'string' ? { ok: false, reason: reply as Unavailable } : { ok: true, file: toFile(reply) }
+function toChunks (flat: string[]): Map<number, ChunkRecord> {
+  const chunks = new Map<number, ChunkRecord>()
+  for (let i = 0; i < flat.length; i += 2) chunks.set(Number(flat[i]), JSON.parse(flat[i + 1]!) as ChunkRecord)
+  return chunks
+}
+
+/** Runs a command; connection trouble becomes a 503 with the cause kept for the log. */
+async function guard<T> (op: () => Promise<T>): Promise<T> {
+  try {
+    return await op()
+  } catch (err) {
+    throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: err })
+  }
+}
+
+export interface RedisBackendOptions {
+  /** A connected (or connecting) client; the driver does not close it. */
+  client: Redis | Cluster
+  /** Prepended to every key, e.g. `dropcode:`. */
+  prefix: string
+}
+
+export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions): StateBackend {
+  for (const [name, [numberOfKeys, lua]] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys, lua })
+  const r = client as Redis // the script commands are declared on Redis; Cluster routes them by their first key
+  const fileKeys = (code: string) => [`${p}file:{${code}}`, `${p}file:{${code}}:claims`] as const
+  const bucketKeys = (blobKey: string) => bucketOf(blobKey[0] ?? '0')
+  const bucketOf = (h: string) => [`${p}cleanup:{c${h}}`, `${p}cleanup:{c${h}}:owners`] as const
+  const sessionKeys = (id: string) => [`${p}session:{${id}}`, `${p}session:{${id}}:chunks`, `${p}session:{${id}}:locks`] as const
+  const doneKey = (id: string) => `${p}done:{${id}}`
+
+  const files: FileStore = {
+    async create (file, now) {
+      const flat = FILE_FIELDS.flatMap(f => [f, String(file[f])])
+      return await guard(async () => (await r.dcFileCreate(...fileKeys(file.code), now, file.retainUntil, ...flat)) === 1)
+    },
+    async lookup (code, now) {
+      return toLookup(await guard(() => r.dcFileLookup(...fileKeys(code), now)))
+    },
+    async claim (code, claimId, now, until) {
+      const found = toLookup(await guard(() => r.dcFileClaim(...fileKeys(code), now, claimId, until)))
+      return found.ok ? { ok: true, file: found.file, last: found.file.downloads >= found.file.maxDownloads } : found
+    },
+    async resume (code, claimId, now) {
+      const flat = await guard(() => r.dcFileResume(...fileKeys(code), now, claimId))
+      return flat === null ? null : toFile(flat)
+    },
+    async endClaim (code, claimId, now, keepUntil) {
+      return await guard(() => r.dcFileEndClaim(...fileKeys(code), now, claimId, keepUntil ?? ''))
+    },
+    async refund (code, claimId, now) {
+      await guard(() => r.dcFileRefund(...fileKeys(code), now, claimId))
+    },
+    async delete (code, now) {
+      return toLookup(await guard(() => r.dcFileDelete(...fileKeys(code), now)))
+    },
+    async objectNeededUntil (code, blobKey, now) {
+      return await guard(() => r.dcFileNeeded(...fileKeys(code), now, blobKey))
+    }
+  }
+
+  const cleanup: CleanupIndex = {
+    async schedule (blobKey, deadline, owner) {
+      await guard(() => r.dcCleanupSchedule(...bucketKeys(blobKey), blobKey, deadline, owner ?? ''))
+    },
+    async lease (now, limit, leaseUntil) {
+      const out: Array<{ blobKey: string, owners: Owner[] }> = []
+      // Start at a random bucket so concurrent sweepers spread over the buckets.
+      const first = Math.floor(Math.random() * CLEANUP_BUCKETS.length)
+      for (let i = 0; i < CLEANUP_BUCKETS.length && out.length < limit; i++) {
+        const h = CLEANUP_BUCKETS[(first + i) % CLEANUP_BUCKETS.length]!
+        const flat = await guard(() => r.dcCleanupLease(...bucketOf(h), now, limit - out.length, leaseUntil))
+        for (let j = 0; j < flat.length; j += 2) {
+          out.push({ blobKey: flat[j]!, owners: flat[j + 1] === '' ? [] : flat[j + 1]!.split(' ') as Owner[] })
+        }
+      }
+      return out
+    },
+    async forget (blobKey) {
+      await guard(() => r.dcCleanupForget(...bucketKeys(blobKey), blobKey))
+    },
+    async countDue (now) {
+      const counts = await guard(() => Promise.all([...CLEANUP_BUCKETS].map(h => client.zcount(bucketOf(h)[0], '-inf', now))))
+      return counts.reduce((a, b) => a + b, 0)
+    }
+  }
+
+  const sessions: SessionStore = {
+    async create (session, now, ttlMs) {
+      const flat: string[] = SESSION_FIELDS.flatMap(f => [f, String(session[f])])
+      if (session.layout !== undefined) flat.push('layout', session.layout)
+      flat.push('state', 'open', 'bytes', '0', 'until', String(now + ttlMs))
+      await guard(() => r.dcSessionCreate(sessionKeys(session.id)[0], now + ttlMs, ...flat))
+    },
+    async get (id, now) {
+      const [meta, chunks] = sessionKeys(id)
+      const replies = await guard(async () => (await client.multi().hgetall(meta).hgetall(chunks).exec())!)
+      const [[, fields], [, chunkFields]] = replies as [[unknown, Record<string, string>], [unknown, Record<string, string>]]
+      if (fields.until === undefined || now >= Number(fields.until)) return null
+      return { session: toSession(Object.entries(fields).flat()), chunks: toChunks(Object.entries(chunkFields).flat()) }
+    },
+    async beginChunk (id, index, token, lockUntil, now, ttlMs) {
+      const reply = await guard(() => r.dcChunkBegin(...sessionKeys(id), now, index, token, lockUntil, now + ttlMs))
+      return typeof reply === 'string' ? { ok: false, reason: reply as 'unknown' | 'busy' | 'locked' } : { ok: true, session: toSession(reply) }
+    },
+    async extendChunk (id, index, token, lockUntil, now) {
+      return (await guard(() => r.dcChunkExtend(sessionKeys(id)[2], now, index, token, lockUntil))) === 1
+    },
+    async abortChunk (id, index, token, now) {
+      const prev = await guard(() => r.dcChunkAbort(...sessionKeys(id), now, index, token))
+      return prev === null ? null : JSON.parse(prev) as ChunkRecord
+    },
+    async commitChunk (id, index, token, chunk, now, ttlMs) {
+      const [status, received, bytes, prev] = await guard(() => r.dcChunkCommit(...sessionKeys(id), now, index, token, JSON.stringify(chunk), now + ttlMs))
+      if (status !== 'ok') return { ok: false, reason: status as 'gone' | 'lost' }
+      return { ok: true, received: received!, bytes: bytes!, previous: prev != null ? JSON.parse(prev) as ChunkRecord : null }
+    },
+    async settleLayout (id, wanted, now) {
+      return (await guard(() => r.dcSessionLayout(sessionKeys(id)[0], now, wanted ?? ''))) ?? undefined
+    },
+    async beginCompletion (id, now, leaseUntil) {
+      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil))
+      if (status === 'done') return { status, result: { code: a as string, ...(b !== '' ? { size: Number(b) } : {}), ...(c !== '' ? { sha256: c! } : {}) } }
+      if (status !== 'open') return { status: status as 'unknown' | 'busy' }
+      return { status, session: toSession(a as string[]), chunks: toChunks(b as string[]) }
+    },
+    async releaseCompletion (id) {
+      await guard(() => r.dcCompleteRelease(sessionKeys(id)[0]))
+    },
+    async finish (id, result, now, doneTtlMs) {
+      await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? ''))
+    },
+    async remove (id) {
+      await guard(() => client.del(...sessionKeys(id)))
+    },
+    async objectNeededUntil (id, now) {
+      return await guard(() => r.dcSessionNeeded(sessionKeys(id)[0], now))
+    }
+  }
+
+  const counters: CounterStore = {
+    async incr (key, windowMs, now) {
+      const [count, until] = await guard(() => r.dcCounterIncr(`${p}rl:{${key}}`, now, now + windowMs))
+      return { count, resetMs: Math.max(until - now, 0) }
+    },
+    async read (key, now) {
+      const [count, until] = await guard(() => client.hmget(`${p}rl:{${key}}`, 'count', 'until'))
+      return until === null || Number(until) <= now ? { count: 0, resetMs: 0 } : { count: Number(count), resetMs: Number(until) - now }
+    }
+  }
+
+  return {
+    files,
+    cleanup,
+    sessions,
+    counters,
+    async ping () { await guard(() => client.ping()) },
+    async close () {}
+  }
+}

@@ -1,0 +1,297 @@
+/**
+ * The Lua scripts of the Redis state driver, one per read-check-modify step, so each step is
+ * atomic across instances. Every script touches the keys of one hash tag only (one code, one
+ * session, or one cleanup bucket), so each runs on a single Redis Cluster slot.
+ *
+ * Time comes from the caller (ARGV `now`, epoch ms) and every liveness check compares it with
+ * a stored time (`retainUntil`, `until`, …); TTLs (PEXPIREAT on the same times) only reclaim
+ * memory. Times are computed in JavaScript and passed in, never formatted by Lua.
+ */
+import type { Result } from 'ioredis'
+
+// KEYS: file, claims. ARGV: now. Leaves v = {expiresAt, maxDownloads, downloads, retainUntil, blobKey}.
+const STATUS = `
+local now = tonumber(ARGV[1])
+local v = redis.call('HMGET', KEYS[1], 'expiresAt', 'maxDownloads', 'downloads', 'retainUntil', 'blobKey')
+if not v[1] or now >= tonumber(v[4]) then return 'unknown' end
+if now >= tonumber(v[1]) then return 'expired' end
+if tonumber(v[3]) >= tonumber(v[2]) then return 'exhausted' end
+`
+
+// Until when the object is needed (number), or false. Needs `now` and `v` (from HMGET as in STATUS).
+const NEEDED = `
+local function needed (now, v)
+  if not v[1] or now >= tonumber(v[4]) then return false end
+  if now < tonumber(v[1]) and tonumber(v[3]) < tonumber(v[2]) then return tonumber(v[4]) end
+  local best = 0
+  for _, c in ipairs(redis.call('HVALS', KEYS[2])) do
+    if c ~= 'r' and tonumber(c) > now and tonumber(c) > best then best = tonumber(c) end
+  end
+  if best == 0 then return false end
+  return best
+end
+`
+const FIELDS = 'local v = redis.call(\'HMGET\', KEYS[1], \'expiresAt\', \'maxDownloads\', \'downloads\', \'retainUntil\', \'blobKey\')'
+
+// KEYS: file, claims. ARGV: now, retainUntil, field, value, …
+const FILE_CREATE = `
+local ru = redis.call('HGET', KEYS[1], 'retainUntil')
+if ru and tonumber(ru) > tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return 1`
+
+const FILE_LOOKUP = STATUS + 'return redis.call(\'HGETALL\', KEYS[1])'
+
+// ARGV: now, claimId, until (capped at retainUntil). A claim id already present (a refund's tombstone) takes nothing.
+const FILE_CLAIM = STATUS + `
+if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 'unknown' end
+redis.call('HINCRBY', KEYS[1], 'downloads', 1)
+local cu = ARGV[3]
+if tonumber(cu) > tonumber(v[4]) then cu = v[4] end
+redis.call('HSET', KEYS[2], ARGV[2], cu)
+redis.call('PEXPIREAT', KEYS[2], v[4])
+return redis.call('HGETALL', KEYS[1])`
+
+// ARGV: now, claimId. A live claim is kept until the record's retention while it streams.
+const FILE_RESUME = `
+local ru = redis.call('HGET', KEYS[1], 'retainUntil')
+if not ru or tonumber(ARGV[1]) >= tonumber(ru) then return false end
+local c = redis.call('HGET', KEYS[2], ARGV[2])
+if not c or c == 'r' or tonumber(c) <= tonumber(ARGV[1]) then return false end
+redis.call('HSET', KEYS[2], ARGV[2], ru)
+return redis.call('HGETALL', KEYS[1])`
+
+// ARGV: now, claimId, keepUntil ('' ends the claim)
+const FILE_END_CLAIM = NEEDED + `
+local c = redis.call('HGET', KEYS[2], ARGV[2])
+if c and c ~= 'r' then
+  if ARGV[3] == '' then redis.call('HDEL', KEYS[2], ARGV[2]) else redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+end
+` + FIELDS + `
+return needed(tonumber(ARGV[1]), v)`
+
+// ARGV: now, blobKey
+const FILE_NEEDED = NEEDED + FIELDS + `
+if v[5] ~= ARGV[2] then return false end
+return needed(tonumber(ARGV[1]), v)`
+
+// ARGV: now, claimId. Undoes a recorded claim once; always leaves a tombstone ('r').
+const FILE_REFUND = `
+local ru = redis.call('HGET', KEYS[1], 'retainUntil')
+if not ru then return 0 end
+local c = redis.call('HGET', KEYS[2], ARGV[2])
+if c == 'r' then return 0 end
+if c and tonumber(redis.call('HGET', KEYS[1], 'downloads')) > 0 then redis.call('HINCRBY', KEYS[1], 'downloads', -1) end
+redis.call('HSET', KEYS[2], ARGV[2], 'r')
+redis.call('PEXPIREAT', KEYS[2], ru)
+return 1`
+
+// ARGV: now
+const FILE_DELETE = STATUS + `
+local all = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
+return all`
+
+// KEYS: bucket zset, bucket owners hash. ARGV: blobKey, deadline, owner ('' for none)
+const CLEANUP_SCHEDULE = `
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if ARGV[3] ~= '' then
+  local cur = redis.call('HGET', KEYS[2], ARGV[1])
+  if not cur then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+  elseif not string.find(' ' .. cur .. ' ', ' ' .. ARGV[3] .. ' ', 1, true) then redis.call('HSET', KEYS[2], ARGV[1], cur .. ' ' .. ARGV[3]) end
+end
+return 1`
+
+// ARGV: now, limit, leaseUntil. Returns {blobKey, owners, blobKey, owners, …}.
+const CLEANUP_LEASE = `
+local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for _, m in ipairs(due) do
+  redis.call('ZADD', KEYS[1], ARGV[3], m)
+  out[#out + 1] = m
+  out[#out + 1] = redis.call('HGET', KEYS[2], m) or ''
+end
+return out`
+
+const CLEANUP_FORGET = `
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1`
+
+// KEYS: meta, chunks, locks, done. Sets `now` and returns 'unknown' unless the session is live.
+const LIVE = `
+local now = tonumber(ARGV[1])
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or now >= tonumber(u) then return 'unknown' end
+`
+
+// KEYS: meta. ARGV: until, field, value, …
+const SESSION_CREATE = `
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return 1`
+
+// Refreshes the idle expiry of every session key. Needs ARGV[5] = new until.
+const REFRESH = `
+local function refresh (nu)
+  redis.call('HSET', KEYS[1], 'until', nu)
+  for i = 1, 3 do redis.call('PEXPIREAT', KEYS[i], nu) end
+end
+`
+
+// ARGV: now, index, token, lockUntil, newUntil
+const CHUNK_BEGIN = REFRESH + LIVE + `
+local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
+if st[1] == 'completing' and tonumber(st[2]) > now then return 'busy' end
+local lock = redis.call('HGET', KEYS[3], ARGV[2])
+if lock and tonumber(string.match(lock, ' (%d+)$')) > now then return 'locked' end
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ' ' .. ARGV[4])
+refresh(ARGV[5])
+return redis.call('HGETALL', KEYS[1])`
+
+// KEYS: locks. ARGV: now, index, token, lockUntil
+const CHUNK_EXTEND = `
+local lock = redis.call('HGET', KEYS[1], ARGV[2])
+if not lock then return 0 end
+local tk, u = string.match(lock, '^(%S+) (%d+)$')
+if tk ~= ARGV[3] or tonumber(u) <= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[2], ARGV[3] .. ' ' .. ARGV[4])
+return 1`
+
+// ARGV: now, index, token. Only the lock's own token may abort.
+const CHUNK_ABORT = `
+local lock = redis.call('HGET', KEYS[3], ARGV[2])
+if not lock or string.match(lock, '^(%S+) ') ~= ARGV[3] then return false end
+redis.call('HDEL', KEYS[3], ARGV[2])
+local prev = redis.call('HGET', KEYS[2], ARGV[2])
+if prev then
+  redis.call('HDEL', KEYS[2], ARGV[2])
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 'bytes', -cjson.decode(prev).size) end
+end
+return prev`
+
+// ARGV: now, index, token, record (JSON with .size), newUntil. Returns {status, received, bytes, previous}.
+const CHUNK_COMMIT = REFRESH + `
+local now = tonumber(ARGV[1])
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or now >= tonumber(u) then return {'gone'} end
+local lock = redis.call('HGET', KEYS[3], ARGV[2])
+if not lock then return {'lost'} end
+local tk, lu = string.match(lock, '^(%S+) (%d+)$')
+if tk ~= ARGV[3] or tonumber(lu) <= now then return {'lost'} end
+local prev = redis.call('HGET', KEYS[2], ARGV[2])
+local delta = cjson.decode(ARGV[4]).size - (prev and cjson.decode(prev).size or 0)
+local bytes = redis.call('HINCRBY', KEYS[1], 'bytes', delta)
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
+redis.call('HDEL', KEYS[3], ARGV[2])
+refresh(ARGV[5])
+return {'ok', redis.call('HLEN', KEYS[2]), bytes, prev}`
+
+// ARGV: now, wanted ('' only reads)
+const SESSION_LAYOUT = `
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or tonumber(ARGV[1]) >= tonumber(u) then return false end
+if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], 'layout', ARGV[2]) end
+return redis.call('HGET', KEYS[1], 'layout')`
+
+// ARGV: now, leaseUntil
+const COMPLETE_BEGIN = `
+local now = tonumber(ARGV[1])
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or now >= tonumber(u) then
+  local d = redis.call('HMGET', KEYS[4], 'code', 'until', 'size', 'sha256')
+  if d[1] and tonumber(d[2]) > now then return {'done', d[1], d[3] or '', d[4] or ''} end
+  return {'unknown'}
+end
+local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
+if st[1] == 'completing' and tonumber(st[2]) > now then return {'busy'} end
+for _, l in ipairs(redis.call('HVALS', KEYS[3])) do
+  if tonumber(string.match(l, ' (%d+)$')) > now then return {'busy'} end
+end
+redis.call('HSET', KEYS[1], 'state', 'completing', 'leaseUntil', ARGV[2])
+return {'open', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`
+
+const COMPLETE_RELEASE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'open') end
+return 1`
+
+// ARGV: doneUntil, code, size, sha256
+const SESSION_FINISH = `
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[4], 'until', ARGV[1], 'code', ARGV[2], 'size', ARGV[3], 'sha256', ARGV[4])
+redis.call('PEXPIREAT', KEYS[4], ARGV[1])
+return 1`
+
+// ARGV: now. Returns the session's until, or false.
+const SESSION_NEEDED = `
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or tonumber(ARGV[1]) >= tonumber(u) then return false end
+return tonumber(u)`
+
+// KEYS: counter. ARGV: now, untilIfNew. Returns {count, until}.
+const COUNTER_INCR = `
+local v = redis.call('HMGET', KEYS[1], 'count', 'until')
+if not v[2] or tonumber(v[2]) <= tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[1], 'count', 1, 'until', ARGV[2])
+  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+  return {1, tonumber(ARGV[2])}
+end
+return {redis.call('HINCRBY', KEYS[1], 'count', 1), tonumber(v[2])}`
+
+/** name → [number of keys, script]. Registered with defineCommand (EVALSHA, falling back to EVAL). */
+export const SCRIPTS = {
+  dcFileCreate: [2, FILE_CREATE],
+  dcFileLookup: [2, FILE_LOOKUP],
+  dcFileClaim: [2, FILE_CLAIM],
+  dcFileResume: [2, FILE_RESUME],
+  dcFileEndClaim: [2, FILE_END_CLAIM],
+  dcFileNeeded: [2, FILE_NEEDED],
+  dcFileRefund: [2, FILE_REFUND],
+  dcFileDelete: [2, FILE_DELETE],
+  dcCleanupSchedule: [2, CLEANUP_SCHEDULE],
+  dcCleanupLease: [2, CLEANUP_LEASE],
+  dcCleanupForget: [2, CLEANUP_FORGET],
+  dcSessionCreate: [1, SESSION_CREATE],
+  dcChunkBegin: [3, CHUNK_BEGIN],
+  dcChunkExtend: [1, CHUNK_EXTEND],
+  dcChunkAbort: [3, CHUNK_ABORT],
+  dcChunkCommit: [3, CHUNK_COMMIT],
+  dcSessionLayout: [1, SESSION_LAYOUT],
+  dcCompleteBegin: [4, COMPLETE_BEGIN],
+  dcCompleteRelease: [1, COMPLETE_RELEASE],
+  dcSessionFinish: [4, SESSION_FINISH],
+  dcSessionNeeded: [1, SESSION_NEEDED],
+  dcCounterIncr: [1, COUNTER_INCR]
+} as const satisfies Record<string, readonly [number, string]>
+
+type Arg = string | number
+type Flat = string[]
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    dcFileCreate (file: string, claims: string, ...args: Arg[]): Result<number, Context>
+    dcFileLookup (file: string, claims: string, now: number): Result<string | Flat, Context>
+    dcFileClaim (file: string, claims: string, now: number, claimId: string, resumeUntil: number): Result<string | Flat, Context>
+    dcFileResume (file: string, claims: string, now: number, claimId: string): Result<Flat | null, Context>
+    dcFileEndClaim (file: string, claims: string, now: number, claimId: string, keepUntil: number | ''): Result<number | null, Context>
+    dcFileNeeded (file: string, claims: string, now: number, blobKey: string): Result<number | null, Context>
+    dcFileRefund (file: string, claims: string, now: number, claimId: string): Result<number, Context>
+    dcFileDelete (file: string, claims: string, now: number): Result<string | Flat, Context>
+    dcCleanupSchedule (bucket: string, owners: string, blobKey: string, deadline: number, owner: string): Result<number, Context>
+    dcCleanupLease (bucket: string, owners: string, now: number, limit: number, leaseUntil: number): Result<Flat, Context>
+    dcCleanupForget (bucket: string, owners: string, blobKey: string): Result<number, Context>
+    dcSessionCreate (meta: string, until: number, ...fields: Arg[]): Result<number, Context>
+    dcChunkBegin (meta: string, chunks: string, locks: string, now: number, index: number, token: string, lockUntil: number, newUntil: number): Result<string | Flat, Context>
+    dcChunkExtend (locks: string, now: number, index: number, token: string, lockUntil: number): Result<number, Context>
+    dcChunkAbort (meta: string, chunks: string, locks: string, now: number, index: number, token: string): Result<string | null, Context>
+    dcChunkCommit (meta: string, chunks: string, locks: string, now: number, index: number, token: string, record: string, newUntil: number): Result<[string, number?, number?, (string | null)?], Context>
+    dcSessionLayout (meta: string, now: number, wanted: string): Result<string | null, Context>
+    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number): Result<[string, (string | Flat)?, (string | Flat)?, string?], Context>
+    dcCompleteRelease (meta: string): Result<number, Context>
+    dcSessionFinish (meta: string, chunks: string, locks: string, done: string, doneUntil: number, code: string, size: number | '', sha256: string): Result<number, Context>
+    dcSessionNeeded (meta: string, now: number): Result<number | null, Context>
+    dcCounterIncr (key: string, now: number, untilIfNew: number): Result<[number, number], Context>
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * The state layer, split by concern into four small stores. Each driver (lmdb/, redis/)
+ * implements all four; test/state/*-contract.ts holds every driver to the same semantics.
+ *
+ * Rules shared by every method:
+ * - Time is an argument (`now`, epoch ms), never read from a clock inside a driver, so the
+ *   tests' clock governs expiry everywhere and the contract suites do not sleep.
+ * - Each method is atomic with respect to every other caller on every instance sharing the
+ *   store (one Lua script on Redis, one LMDB write transaction locally), and touches only the
+ *   keys of one code, one session or one cleanup bucket (so Redis Cluster can run it).
+ * - A backend that cannot be reached fails with DROPCODE_STATE_UNAVAILABLE (503); one that is
+ *   out of space fails with DROPCODE_STORAGE_FULL (507).
+ */
+import type { ChunkRecord, Claim, FileRecord, Lookup, Owner, SessionView, UploadSession } from '../core/model.js'
+
+/** File records, download claims and the resume windows of claims. */
+export interface FileStore {
+  /**
+   * Stores a new record unless its code is taken (by any record, live, exhausted or expired
+   * but still retained). The record lives until `file.retainUntil`.
+   * @returns false on a code collision (nothing written)
+   */
+  create (file: FileRecord, now: number): Promise<boolean>
+
+  /** Reads a live file without claiming anything. */
+  lookup (code: string, now: number): Promise<Lookup>
+
+  /**
+   * Takes one download if the file is live and below its limit, and records the claim
+   * `claimId`, live until `until` (epoch ms, capped at the record's retention): a live claim
+   * keeps the object while its download
+   * streams, and afterwards for its resume window. A claim id that was refunded before it
+   * arrived (see refund) takes nothing and answers `unknown`.
+   */
+  claim (code: string, claimId: string, now: number, until: number): Promise<Claim>
+
+  /**
+   * Resumes a live claim: its file, with the claim kept live until the record's retention while
+   * the resumed download streams; null when the claim is unknown, ended or past its window.
+   * Counts nothing.
+   */
+  resume (code: string, claimId: string, now: number): Promise<FileRecord | null>
+
+  /**
+   * A claim's download ended: with `keepUntil`, the claim stays resumable until then (a cut
+   * download); without, it ends for good (every byte was sent).
+   * @returns until when the object is still needed (epoch ms; by the live file or live
+   *   claims), or null when it can be deleted now
+   */
+  endClaim (code: string, claimId: string, now: number, keepUntil?: number): Promise<number | null>
+
+  /**
+   * Undoes claim `claimId` at most once (the download was never served). Idempotent, and
+   * safe when the claim's own outcome is unknown: a refund that arrives before its claim
+   * leaves a tombstone, so the late claim takes nothing.
+   */
+  refund (code: string, claimId: string, now: number): Promise<void>
+
+  /** Removes a live file (and its claims). @returns the removed record, or why there was none */
+  delete (code: string, now: number): Promise<Lookup>
+
+  /**
+   * Until when the object `blobKey` is needed by the record under `code` (epoch ms): its
+   * retention while the file is live, else the end of its latest live claim; null when the
+   * record is gone, points elsewhere, or needs it no longer.
+   */
+  objectNeededUntil (code: string, blobKey: string, now: number): Promise<number | null>
+}
+
+/** One entry leased from the cleanup index. */
+export interface DueObject {
+  blobKey: string
+  /** Whoever registered an interest in the object (file records, sessions). */
+  owners: Owner[]
+}
+
+/**
+ * The cleanup index: object keys with a deadline after which the sweeper may delete them,
+ * unless an owner still needs them. Every object key enters it before its first byte is stored.
+ */
+export interface CleanupIndex {
+  /** Sets (or moves) the deadline of `blobKey`, and adds `owner` to its owners. */
+  schedule (blobKey: string, deadline: number, owner?: Owner): Promise<void>
+
+  /**
+   * Leases up to `limit` keys whose deadline ≤ now: their deadline moves to `leaseUntil`, so no
+   * other sweeper takes them meanwhile (a crashed sweeper's lease runs out).
+   */
+  lease (now: number, limit: number, leaseUntil: number): Promise<DueObject[]>
+
+  /** Drops a key (after its object is deleted). */
+  forget (blobKey: string): Promise<void>
+
+  /** Keys whose deadline ≤ now (sweeper lag). */
+  countDue (now: number): Promise<number>
+}
+
+export type ChunkStart =
+  | { ok: true, session: UploadSession }
+  /** unknown: no live session; busy: completing; locked: another request holds this index */
+  | { ok: false, reason: 'unknown' | 'busy' | 'locked' }
+
+export type ChunkCommit =
+  | { ok: true, /** distinct chunks received */ received: number, /** the replaced record */ previous: ChunkRecord | null, /** bytes of all chunks */ bytes: number }
+  /** gone: the session expired or completed; lost: this request's lock was taken over */
+  | { ok: false, reason: 'gone' | 'lost' }
+
+export type CompletionStart =
+  | { status: 'open', session: UploadSession, chunks: Map<number, ChunkRecord> }
+  | { status: 'done', result: CompletedFile }
+  | { status: 'unknown' }
+  | { status: 'busy' }
+
+/** What a completed session produced, answered again to repeated completes. */
+export interface CompletedFile {
+  code: string
+  /** Bytes; absent for sessions completed by dropcode 0.1. */
+  size?: number
+  /** Hex; absent for sessions completed by dropcode 0.1. */
+  sha256?: string
+}
+
+/** Chunked upload sessions, their chunk records and per-chunk upload locks. */
+export interface SessionStore {
+  /** Stores a new session, alive until `now + ttlMs` unless refreshed. */
+  create (session: UploadSession, now: number, ttlMs: number): Promise<void>
+
+  /** A live session and its chunks, or null. */
+  get (id: string, now: number): Promise<SessionView | null>
+
+  /**
+   * Takes the upload lock of chunk `index` for `token` until `lockUntil` and refreshes the
+   * session's TTL. Fails while the session completes or another live lock holds the index.
+   */
+  beginChunk (id: string, index: number, token: string, lockUntil: number, now: number, ttlMs: number): Promise<ChunkStart>
+
+  /** Extends a lock held by `token` (heartbeat). @returns false when the lock is no longer held */
+  extendChunk (id: string, index: number, token: string, lockUntil: number, now: number): Promise<boolean>
+
+  /**
+   * Releases `token`'s lock after a failed upload and forgets any earlier record of the index
+   * (the failed attempt may have overwritten its data), so verify lists it as missing.
+   * @returns the forgotten record, for the caller to discard
+   */
+  abortChunk (id: string, index: number, token: string, now: number): Promise<ChunkRecord | null>
+
+  /** Records chunk `index` (replacing an earlier record) if `token` still holds its lock, and releases the lock. */
+  commitChunk (id: string, index: number, token: string, chunk: ChunkRecord, now: number, ttlMs: number): Promise<ChunkCommit>
+
+  /** Sets the session's layout unless one is set (`wanted` undefined: only reads it). */
+  settleLayout (id: string, wanted: string | undefined, now: number): Promise<string | undefined>
+
+  /**
+   * Starts completing, atomically: one caller gets `open` (with the chunks) until it finishes,
+   * releases, or its lease (`leaseUntil`) runs out; no chunk may start meanwhile.
+   */
+  beginCompletion (id: string, now: number, leaseUntil: number): Promise<CompletionStart>
+
+  /** Gives up a completion (the session stays open). */
+  releaseCompletion (id: string, now: number): Promise<void>
+
+  /** Ends a completed session; repeated completes answer `result` until `now + doneTtlMs`. */
+  finish (id: string, result: CompletedFile, now: number, doneTtlMs: number): Promise<void>
+
+  /** Removes a session whose completion failed for good (its storage is already gone). */
+  remove (id: string): Promise<void>
+
+  /** Until when a live session needs its object (its idle expiry), or null. */
+  objectNeededUntil (id: string, now: number): Promise<number | null>
+}
+
+/** Fixed-window counters (rate limits), the shape of @fastify/rate-limit's stores. */
+export interface CounterStore {
+  /** Adds one; a window starts with its first hit and lasts `windowMs`. */
+  incr (key: string, windowMs: number, now: number): Promise<{ count: number, resetMs: number }>
+  /** Reads without adding (0 when absent or over). */
+  read (key: string, now: number): Promise<{ count: number, resetMs: number }>
+}
+
+/** A state driver: the four stores over one backend. */
+export interface StateBackend {
+  files: FileStore
+  cleanup: CleanupIndex
+  sessions: SessionStore
+  counters: CounterStore
+  /** Throws when the backend cannot be used (readiness). */
+  ping (): Promise<void>
+  /** Closes what the driver opened. */
+  close (): Promise<void>
+}
+
+export type { ChunkRecord, Claim, FileRecord, Lookup, Owner, SessionView, UploadSession }

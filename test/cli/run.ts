@@ -1,0 +1,80 @@
+/**
+ * The compiled CLI (`dist/cli/index.js`, built by `npm test`'s pretest) as a child process,
+ * with a private cache directory and only the environment a test gives it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import type { Test } from 'tap'
+import { root } from '../helpers/server-process.js'
+import { dataDir } from '../helpers/tmp.js'
+
+export const CLI = path.join(root, 'dist/cli/index.js')
+
+export interface CliResult {
+  status: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  /** stdout as bytes (for -o -). */
+  stdoutBytes: Buffer
+  stderr: string
+  /** ms from start to exit. */
+  ms: number
+}
+
+export interface CliEnv {
+  /** DROPCODE_URL */
+  url?: string
+  /** DROPCODE_KEY */
+  key?: string
+  /** Working directory (default: a fresh one). */
+  cwd: string
+  /** XDG_CACHE_HOME: keep it between runs that should resume. */
+  cache: string
+}
+
+export function cliEnv (t: Test, url: string, key?: string): CliEnv {
+  return { url, key, cwd: dataDir(t), cache: dataDir(t) }
+}
+
+export interface Running { child: ChildProcess, done: Promise<CliResult> }
+
+export function startCli (t: Test, args: string[], env: CliEnv, stdin?: Buffer | string): Running {
+  const started = Date.now()
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: env.cwd,
+    env: {
+      PATH: process.env.PATH,
+      HOME: env.cache,
+      XDG_CACHE_HOME: env.cache,
+      ...(env.url !== undefined ? { DROPCODE_URL: env.url } : {}),
+      ...(env.key !== undefined ? { DROPCODE_KEY: env.key } : {})
+    },
+    stdio: ['pipe', 'pipe', 'pipe']
+  })
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  const stdout: Buffer[] = []
+  let stderr = ''
+  child.stdout.on('data', (c: Buffer) => { stdout.push(c) })
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  child.stdin.on('error', () => {})
+  child.stdin.end(stdin)
+  const done = new Promise<CliResult>(resolve => child.once('close', (status, signal) => resolve({ status, signal, stdout: Buffer.concat(stdout).toString(), stdoutBytes: Buffer.concat(stdout), stderr, ms: Date.now() - started })))
+  return { child, done }
+}
+
+export const runCli = (t: Test, args: string[], env: CliEnv, stdin?: Buffer | string) => startCli(t, args, env, stdin).done
+
+/** Resolves once `check` is true (polling), or rejects after `ms`. */
+export async function until (check: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 10))
+  }
+}
+
+export const fileSize = (p: string) => { try { return fs.statSync(p).size } catch { return -1 } }
+
+/** Files left in the CLI's resume-state directory. */
+export const stateFiles = (env: CliEnv) => { try { return fs.readdirSync(path.join(env.cache, 'dropcode')) } catch { return [] } }

@@ -1,0 +1,108 @@
+/**
+ * A private 3-master Redis Cluster for one test file, on loopback: three (or, with a replica
+ * each, six) `redis-server --cluster-enabled yes` on free ports (each with a free cluster-bus
+ * port), joined by `redis-cli --cluster create … --cluster-replicas N`, ready once every node reports
+ * cluster_state:ok. The servers are ours: stopped by their pids, their directory removed.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { freePort } from './ports.js'
+
+const run = promisify(execFile)
+
+export interface TestRedisCluster {
+  /** host:port of every node, as REDIS_CLUSTER_NODES wants them. */
+  nodes: string
+  ports: number[]
+  password: string | undefined
+  /** Environment selecting this cluster (the caller adds REDIS_PREFIX). */
+  env (): Record<string, string>
+  /** kill -9 of the node on `port` (without replicas, the cluster is not usable afterwards). */
+  killNode (port: number): Promise<void>
+  stop (): Promise<void>
+}
+
+/** @param opts.replicas replicas per master (default 0: three nodes; 1: six) */
+export async function startRedisCluster (opts: { password?: string, replicas?: number } = {}): Promise<TestRedisCluster> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dropcode-redis-cluster-'))
+  const ports: number[] = []
+  const children: ChildProcess[] = []
+  const auth = opts.password !== undefined ? ['--requirepass', opts.password, '--masterauth', opts.password] : []
+  const kill = async (c: ChildProcess) => {
+    if (c.exitCode !== null || c.signalCode !== null) return
+    const exited = new Promise(resolve => c.once('exit', resolve))
+    c.kill('SIGKILL')
+    await exited
+  }
+  const stop = async () => {
+    await Promise.all(children.map(kill))
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  process.once('exit', () => { for (const c of children) c.kill('SIGKILL') })
+  try {
+    const replicas = opts.replicas ?? 0
+    for (let i = 0; i < 3 * (1 + replicas); i++) {
+      const [port, bus] = [await freePort(), await freePort()]
+      ports.push(port)
+      children.push(spawn('redis-server', [
+        '--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1',
+        '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
+        '--cluster-node-timeout', '2000', '--dir', dir, '--dbfilename', `dump-${port}.rdb`, '--save', '', '--appendonly', 'no', '--loglevel', 'warning', ...auth
+      ], { stdio: 'ignore' }))
+    }
+    await Promise.all(ports.map(port => until(() => probe(port, opts.password, 'PING'), `redis-server on ${port}`)))
+    await run('redis-cli', [...(opts.password !== undefined ? ['-a', opts.password, '--no-auth-warning'] : []),
+      '--cluster', 'create', ...ports.map(p => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
+    await Promise.all(ports.map(port => until(async () => {
+      const info = await probe(port, opts.password, 'CLUSTER', 'INFO')
+      if (!/cluster_state:ok/.test(info) || !info.includes(`cluster_known_nodes:${ports.length}`)) throw new Error(info)
+      // Replicas are attached after the slots are assigned: wait until every node sees them all.
+      const roles = (await probe(port, opts.password, 'CLUSTER', 'NODES')).split('\n').filter(l => /[ ,]slave /.test(l)).length
+      if (roles !== 3 * replicas) throw new Error(`${roles} replicas known`)
+      // A replica that never finished its first sync refuses to take over (its data is too old).
+      const repl = await probe(port, opts.password, 'INFO', 'replication')
+      if (/role:slave/.test(repl) && !/master_link_status:up/.test(repl)) throw new Error('replica not in sync')
+    }, `cluster_state:ok on ${port}`)))
+  } catch (err) {
+    await stop()
+    throw err
+  }
+  const nodes = ports.map(p => `127.0.0.1:${p}`).join(',')
+  return {
+    nodes,
+    ports,
+    password: opts.password,
+    killNode: port => kill(children[ports.indexOf(port)]!),
+    env: () => ({ STATE_DRIVER: 'redis', REDIS_CLUSTER_NODES: nodes, ...(opts.password !== undefined ? { REDIS_PASSWORD: opts.password } : {}) }),
+    stop
+  }
+}
+
+/** One command on one node (not through the cluster client). */
+async function probe (port: number, password: string | undefined, ...command: string[]): Promise<string> {
+  const c = new Redis({ port, host: '127.0.0.1', password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  c.on('error', () => {}) // refused while the server starts: expected
+  try {
+    await c.connect()
+    return String(await c.call(command[0]!, ...command.slice(1)))
+  } finally {
+    c.disconnect()
+  }
+}
+
+async function until (check: () => Promise<unknown>, what: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (true) {
+    try {
+      await check()
+      return
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${what}: not ready after ${ms} ms: ${String(err)}`)
+      await new Promise(resolve => setTimeout(resolve, 50))
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * The real entry point as a separate process (what `npm start` runs), for tests of crashes,
+ * signals and restarts. The process is killed when the test ends, by its pid.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import path from 'node:path'
+import { createInterface } from 'node:readline'
+import type { Test } from 'tap'
+
+export const root = path.resolve(import.meta.dirname, '../..')
+
+export interface ServerProcess {
+  child: ChildProcess
+  url: string
+  /** JSON log lines from stdout. */
+  logs: Array<Record<string, unknown>>
+  stderr: () => string
+}
+
+/** What `npm start` runs: the compiled entry point (`npm test` builds it first). */
+export const serverCommand = (): [string, string[]] => [process.execPath, ['dist/server.js']]
+
+export interface StartOptions {
+  /** Preload test/fixtures/memory-probe.mjs: `memoryAfterGc(server)` then works. */
+  memoryProbe?: boolean
+}
+
+/**
+ * Starts the real entry point. Load shedding on event-loop delay is off unless `env` turns it
+ * on: on a loaded CI machine a freshly started process can lag past the default second, and its
+ * first answers would be 503 DROPCODE_BUSY (test/http/overload.test.ts tests shedding itself).
+ */
+export async function startServer (t: Test, env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
+  const [cmd, args] = serverCommand()
+  const probe = options.memoryProbe === true ? ['--expose-gc', '--import', './test/fixtures/memory-probe.mjs'] : []
+  const child = spawn(cmd, [...probe, ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
+    stdio: ['ignore', 'pipe', 'pipe', ...(probe.length > 0 ? ['ipc' as const] : [])]
+  })
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  const logs: Array<Record<string, unknown>> = []
+  let stderr = ''
+  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
+  // The start-up banner (stderr, whatever LOG_LEVEL is) names the URL once the server listens.
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in 20 s: ${stderr}`)), 20_000)
+    child.stderr!.on('data', () => {
+      const m = /^ {2}(http:\/\/127\.0\.0\.1:\d+)\/$/m.exec(stderr)
+      if (m) { clearTimeout(timer); resolve(m[1]!) }
+    })
+    createInterface({ input: child.stdout! }).on('line', line => {
+      try { logs.push(JSON.parse(line) as Record<string, unknown>) } catch { /* not a log line */ }
+    })
+    child.once('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code}: ${stderr}`)) })
+  })
+  return { child, url, logs, stderr: () => stderr }
+}
+
+/** The server's memory after a full garbage collection (needs `memoryProbe`). */
+export async function memoryAfterGc (server: ServerProcess): Promise<NodeJS.MemoryUsage> {
+  const answer = once(server.child, 'message') as Promise<[NodeJS.MemoryUsage]>
+  server.child.send('memory')
+  return (await answer)[0]
+}
+
+/** SIGTERM; resolves with the exit code, or a description of what went wrong (for the diff). */
+export async function stopServer (server: ServerProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
+  if (server.child.exitCode !== null) return server.child.exitCode
+  const exited = once(server.child, 'exit')
+  server.child.kill(signal)
+  const [code, sig] = await exited as [number | null, string | null]
+  if (code === 0) return 0
+  const tail = server.logs.slice(-5).map(l => JSON.stringify(l)).join('\n')
+  return `exit ${String(code)} signal ${String(sig)}\nstderr: ${server.stderr().slice(-2000)}\nlast logs:\n${tail}`
+}
+
+/** kill -9: no cleanup of any kind runs. */
+export async function killServer (server: ServerProcess): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return
+  const exited = once(server.child, 'exit')
+  server.child.kill('SIGKILL')
+  await exited
+}

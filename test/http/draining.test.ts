@@ -1,0 +1,74 @@
+/**
+ * Shutdown behind a load balancer, with a real process and a keep-alive client: SIGTERM turns
+ * /readyz to 503 while everything else is served for DRAIN_DELAY_SECONDS; then the listener
+ * closes, and in-flight work finishes within the grace; every answer keeps the catalogue body
+ * and the request id (draining_refused_at_once).
+ */
+import { once } from 'node:events'
+import http from 'node:http'
+import t from 'tap'
+import { startServer } from '../helpers/server-process.js'
+import { dataDir } from '../helpers/tmp.js'
+
+interface Answer { status: number, headers: http.IncomingHttpHeaders, body: string }
+
+function get (url: string, agent: http.Agent, method = 'GET'): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    http.request(url, { agent, method }, res => {
+      let body = ''
+      res.setEncoding('utf8').on('data', c => { body += c }).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+    }).on('error', reject).end()
+  })
+}
+
+t.test('SIGTERM: readyz drains while the rest is served, then the listener closes and in-flight work finishes', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '2', SHUTDOWN_GRACE_SECONDS: '10' })
+  const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => keepAlive.destroy())
+  t.equal((await get(`${server.url}/healthz`, keepAlive)).status, 200)
+
+  // An upload in flight across the whole shutdown: its body trickles in over ~3.5 s.
+  const boundary = 'drain'
+  const upload = http.request(`${server.url}/upload`, {
+    method: 'POST',
+    headers: { 'x-client-key': 'k', 'content-type': `multipart/form-data; boundary=${boundary}`, 'transfer-encoding': 'chunked' }
+  })
+  const uploaded = new Promise<Answer>((resolve, reject) => {
+    upload.on('response', res => {
+      let body = ''
+      res.setEncoding('utf8').on('data', c => { body += c }).on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }))
+    }).on('error', reject)
+  })
+  upload.write(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="slow.txt"\r\n\r\n`)
+  const trickle = setInterval(() => upload.write('still coming '), 250)
+
+  const exited = once(server.child, 'exit')
+  const t0 = Date.now()
+  server.child.kill('SIGTERM')
+  await new Promise(resolve => setTimeout(resolve, 200))
+
+  const ready = await get(`${server.url}/readyz`, keepAlive)
+  t.equal(ready.status, 503, 'readyz: draining')
+  t.same(JSON.parse(ready.body), { status: 'draining' })
+  const health = await get(`${server.url}/healthz`, keepAlive)
+  t.equal(health.status, 200, 'the rest is served as usual, on the same keep-alive connection')
+  t.match(health.headers['x-request-id'], /\S/)
+  const fresh = await get(`${server.url}/download/AAAAAA`, new http.Agent(), 'GET')
+  t.equal(fresh.status, 404, 'new connections are still accepted while draining')
+  t.match(fresh.headers['content-type'], /^text\/html/)
+
+  await new Promise(resolve => setTimeout(resolve, 2500 - (Date.now() - t0)))
+  const refused = await get(`${server.url}/healthz`, new http.Agent()).then(() => 'accepted', (err: NodeJS.ErrnoException) => err.code)
+  t.equal(refused, 'ECONNREFUSED', 'after the drain delay the listener is closed')
+
+  await new Promise(resolve => setTimeout(resolve, 1000))
+  clearInterval(trickle)
+  upload.end(`\r\n--${boundary}--\r\n`)
+  const answer = await uploaded
+  t.equal(answer.status, 200, 'the upload in flight finished within the grace')
+  t.match(JSON.parse(answer.body), { code: /^[A-Za-z0-9]{6}$/ })
+  t.equal(answer.headers.connection, 'close', 'and was told the connection closes')
+  t.match(answer.headers['x-request-id'], /\S/)
+  const [code] = await exited
+  t.equal(code, 0, 'clean exit')
+})

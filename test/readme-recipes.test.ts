@@ -1,0 +1,89 @@
+/**
+ * The README's shell recipes, run as written against the real server process, the way a new
+ * user runs them: the chunked-upload script (bash + curl) and `curl -fOJ`. Found by trying
+ * them: the old loop printed nothing and exited 0 with a wrong key, died with a bash syntax
+ * error on an expired session, and `curl -OJ` saved the 404 page as the artifact.
+ */
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { root, startServer, stopServer } from './helpers/server-process.js'
+import { dataDir } from './helpers/tmp.js'
+
+const KEY = 'readme-key'
+
+/** The fenced block after the marker comment, exactly as the README shows it. */
+function readmeScript (marker: string): string {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const m = new RegExp(`<!-- ${marker}[^>]*-->\\n\`\`\`bash\\n([\\s\\S]*?)\`\`\``).exec(readme)
+  if (m === null) throw new Error(`README has no block marked ${marker}`)
+  return m[1]!
+}
+
+interface Run { code: number, stdout: string, stderr: string }
+const run = async (cmd: string, args: string[], opts: { cwd: string, env?: Record<string, string> }): Promise<Run> =>
+  await new Promise(resolve => {
+    execFile(cmd, args, { cwd: opts.cwd, env: { PATH: process.env.PATH, ...opts.env } }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr })
+    })
+  })
+
+t.test('the README chunked-upload script: progress, code on stdout, resume, loud failures (readme_chunked_loop)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: KEY })
+  const dir = dataDir(t)
+  fs.writeFileSync(path.join(dir, 'chunked-upload.sh'), readmeScript('chunked-upload.sh'))
+  const bytes = randomBytes(20 * 1024 * 1024 + 5) // three 8 MiB chunks
+  fs.writeFileSync(path.join(dir, 'big.bin'), bytes)
+  const script = (key: string) => run('bash', ['chunked-upload.sh', 'big.bin'], { cwd: dir, env: { DROPCODE_URL: server.url, DROPCODE_KEY: key } })
+
+  const wrongKey = await script('not-the-key')
+  t.equal(wrongKey.code, 1, 'a wrong key: exit 1')
+  t.equal(wrongKey.stdout, '', 'nothing on stdout')
+  t.match(wrongKey.stderr, /dropcode: \/upload\/start failed: \{"error":"Missing or invalid API key[^"]*","code":"DROPCODE_UNAUTHORIZED"\}/, 'the service\'s message')
+  t.notOk(fs.existsSync(path.join(dir, 'big.bin.dropcode-session')), 'no session saved')
+
+  fs.writeFileSync(path.join(dir, 'big.bin.dropcode-session'), 'AAAAAAAAAAAAAAAAAAAAAA\n')
+  const expired = await script(KEY)
+  t.equal(expired.code, 1, 'an expired session: exit 1')
+  t.match(expired.stderr, /\/upload\/verify failed: .*DROPCODE_SESSION_NOT_FOUND/, 'the service says the session is gone')
+  t.notMatch(expired.stderr, /syntax error/)
+  fs.rmSync(path.join(dir, 'big.bin.dropcode-session'))
+
+  // Interrupted after the first chunk: a session saved, chunk 0 sent by hand; the rerun sends the rest.
+  const start = new FormData()
+  start.append('filename', 'big.bin')
+  start.append('total_chunks', '3')
+  const { upload_id: id } = await (await fetch(`${server.url}/upload/start`, { method: 'POST', headers: { 'x-client-key': KEY }, body: start })).json() as { upload_id: string }
+  const chunk0 = new FormData()
+  chunk0.append('upload_id', id)
+  chunk0.append('chunk_index', '0')
+  chunk0.append('chunk', new Blob([bytes.subarray(0, 8 * 1024 * 1024)]), 'chunk')
+  t.equal((await fetch(`${server.url}/upload/chunk`, { method: 'POST', headers: { 'x-client-key': KEY }, body: chunk0 })).status, 200)
+  fs.writeFileSync(path.join(dir, 'big.bin.dropcode-session'), `${id}\n`)
+  const resumed = await script(KEY)
+  t.equal(resumed.code, 0, resumed.stderr)
+  t.match(resumed.stdout, /^[A-Za-z0-9]{6}\n$/, 'only the code on stdout')
+  t.same(resumed.stderr.trim().split('\n'), ['dropcode: chunk 1 sent (2 of 3, 66 %)', 'dropcode: chunk 2 sent (3 of 3, 100 %)'], 'progress, and only the missing chunks sent')
+  t.notOk(fs.existsSync(path.join(dir, 'big.bin.dropcode-session')), 'the saved session is removed once complete')
+
+  const out = fs.mkdtempSync(path.join(dir, 'dl-'))
+  const got = await run('curl', ['-sfOJ', `${server.url}/download/${resumed.stdout.trim()}`], { cwd: out })
+  t.equal(got.code, 0)
+  t.ok(fs.readFileSync(path.join(out, 'big.bin')).equals(bytes), 'curl -fOJ saves the same bytes under the name')
+  t.equal(await stopServer(server), 0)
+})
+
+t.test('curl -fOJ on an unknown code saves nothing and fails; plain -OJ would save the page (readme_curl_fail)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: KEY })
+  const withF = fs.mkdtempSync(path.join(dataDir(t), 'f-'))
+  const failed = await run('curl', ['-sfOJ', `${server.url}/download/ZZZZZZ`], { cwd: withF })
+  t.equal(failed.code, 22, 'curl -f exits 22')
+  t.same(fs.readdirSync(withF), [], 'nothing saved')
+  const without = fs.mkdtempSync(path.join(dataDir(t), 'plain-'))
+  const silent = await run('curl', ['-sOJ', `${server.url}/download/ZZZZZZ`], { cwd: without })
+  t.equal(silent.code, 0, 'why the README says -f: without it curl exits 0…')
+  t.same(fs.readdirSync(without), ['ZZZZZZ'], '…having saved the HTML error page as the artifact')
+  t.equal(await stopServer(server), 0)
+})

@@ -1,0 +1,165 @@
+/** SessionStore contract: sessions, chunk records, chunk locks, completion. Every driver runs it. */
+import { randomBytes } from 'node:crypto'
+import type { Test } from 'tap'
+import { newBlobKey } from '../../../src/core/ids.js'
+import type { ChunkRecord, UploadSession } from '../../../src/core/model.js'
+import type { OpenBackend } from './files.js'
+
+export const token = () => randomBytes(12).toString('base64url')
+
+export function sessionRecord (now: number, over: Partial<UploadSession> = {}): UploadSession {
+  return {
+    id: randomBytes(16).toString('base64url'),
+    blobKey: newBlobKey(),
+    handle: 'upload-handle',
+    filename: 'big ✓.iso',
+    totalChunks: 3,
+    maxDownloads: 2,
+    expiryHours: 5,
+    createdAt: now,
+    sha256: '',
+    ...over
+  }
+}
+
+const chunk = (size: number, tag = 'x'): ChunkRecord => ({ size, sha256: tag.padEnd(64, '0'), receipt: JSON.stringify({ tag, size }) })
+
+export function sessionStoreContract (t: Test, open: OpenBackend) {
+  const now = Date.now()
+  const TTL = 60_000
+
+  /** Begins and commits one chunk with a fresh token. */
+  async function put (sessions: Awaited<ReturnType<OpenBackend>>['sessions'], id: string, index: number, c: ChunkRecord, at = now) {
+    const tk = token()
+    const begun = await sessions.beginChunk(id, index, tk, at + 1000, at, TTL)
+    if (!begun.ok) throw new Error(`beginChunk: ${begun.reason}`)
+    return await sessions.commitChunk(id, index, tk, c, at, TTL)
+  }
+
+  t.test('sessions: create, read back, record chunks in any order, count each index once', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now, { sha256: 'f'.repeat(64) })
+    await sessions.create(s, now, TTL)
+    t.same(await sessions.get(s.id, now), { session: s, chunks: new Map() })
+    for (const i of [2, 0, 2]) t.equal((await put(sessions, s.id, i, chunk(10 + i))).ok, true)
+    const view = await sessions.get(s.id, now)
+    t.same([...view!.chunks.entries()].sort((a, b) => a[0] - b[0]), [[0, chunk(10)], [2, chunk(12)]])
+    t.equal(await sessions.get('nope-nope-nope-nope-xx', now), null)
+  })
+
+  t.test('sessions: commit returns the replaced record and the running byte total', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    t.same(await put(sessions, s.id, 0, chunk(100, 'a')), { ok: true, received: 1, previous: null, bytes: 100 })
+    t.same(await put(sessions, s.id, 1, chunk(50)), { ok: true, received: 2, previous: null, bytes: 150 })
+    t.same(await put(sessions, s.id, 0, chunk(70, 'b')), { ok: true, received: 2, previous: chunk(100, 'a'), bytes: 120 })
+  })
+
+  t.test('sessions: one lock per chunk index; a failed attempt forgets the index', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    const tokens = Array.from({ length: 20 }, token)
+    const results = await Promise.all(tokens.map(tk => sessions.beginChunk(s.id, 1, tk, now + 10_000, now, TTL)))
+    t.equal(results.filter(r => r.ok).length, 1, 'exactly one holder')
+    t.ok(results.filter(r => !r.ok).every(r => !r.ok && r.reason === 'locked'))
+    const holder = tokens[results.findIndex(r => r.ok)]!
+    t.same(await sessions.commitChunk(s.id, 1, holder, chunk(5), now, TTL), { ok: true, received: 1, previous: null, bytes: 5 })
+    const again = token()
+    t.ok((await sessions.beginChunk(s.id, 1, again, now + 10_000, now, TTL)).ok, 'free again after commit')
+    t.same(await sessions.abortChunk(s.id, 1, again, now), chunk(5), 'abort hands back the earlier record')
+    t.same([...(await sessions.get(s.id, now))!.chunks.keys()], [], 'and the index counts as missing')
+    t.ok((await sessions.beginChunk(s.id, 1, token(), now + 10_000, now, TTL)).ok, 'free after abort')
+  })
+
+  t.test('sessions: a dead holder\'s lock runs out; the old holder can neither extend nor commit', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    const [dead, live] = [token(), token()]
+    t.ok((await sessions.beginChunk(s.id, 0, dead, now + 15_000, now, TTL)).ok)
+    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 14_999, TTL), { ok: false, reason: 'locked' })
+    t.equal(await sessions.extendChunk(s.id, 0, dead, now + 20_000, now + 1), true, 'the holder extends its lock')
+    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 15_000, TTL), { ok: false, reason: 'locked' }, 'extended')
+    t.ok((await sessions.beginChunk(s.id, 0, live, now + 40_000, now + 20_000, TTL)).ok, 'taken over once it ran out')
+    t.equal(await sessions.extendChunk(s.id, 0, dead, now + 50_000, now + 20_001), false, 'the old holder cannot extend')
+    t.same(await sessions.commitChunk(s.id, 0, dead, chunk(1), now + 20_002, TTL), { ok: false, reason: 'lost' }, 'nor commit')
+    t.same(await sessions.abortChunk(s.id, 0, dead, now + 20_003), null, 'nor abort the new holder\'s attempt')
+    t.same(await sessions.commitChunk(s.id, 0, live, chunk(2), now + 20_004, TTL), { ok: true, received: 1, previous: null, bytes: 2 })
+  })
+
+  t.test('sessions: the layout is settled once', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    t.equal(await sessions.settleLayout(s.id, undefined, now), undefined, 'reading does not decide')
+    const settled = await Promise.all(['parts', 'objects', 'parts', 'objects'].map(l => sessions.settleLayout(s.id, l, now)))
+    t.equal(new Set(settled).size, 1, `everyone sees one layout: ${settled.join(',')}`)
+    t.equal((await sessions.get(s.id, now))?.session.layout, settled[0])
+  })
+
+  t.test('sessions: completion is claimed by exactly one caller, then answers the code', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    await put(sessions, s.id, 0, chunk(3))
+    const claims = await Promise.all(Array.from({ length: 10 }, () => sessions.beginCompletion(s.id, now, now + 60_000)))
+    t.equal(claims.filter(c => c.status === 'open').length, 1)
+    t.ok(claims.filter(c => c.status !== 'open').every(c => c.status === 'busy'))
+    const opened = claims.find(c => c.status === 'open')!
+    t.same(opened.status === 'open' && [...opened.chunks], [[0, chunk(3)]])
+    t.same(await sessions.beginChunk(s.id, 1, token(), now + 1000, now, TTL), { ok: false, reason: 'busy' }, 'no chunks while completing')
+    await sessions.releaseCompletion(s.id, now)
+    t.equal((await sessions.beginCompletion(s.id, now, now + 60_000)).status, 'open', 'released: can complete again')
+    const result = { code: 'AbC123', size: 3, sha256: 'e'.repeat(64) }
+    await sessions.finish(s.id, result, now, 60_000)
+    t.same(await sessions.beginCompletion(s.id, now, now + 60_000), { status: 'done', result })
+    t.same(await sessions.beginCompletion(s.id, now + 60_000, now + 70_000), { status: 'unknown' }, 'the code is answered for doneTtl only')
+    t.equal(await sessions.get(s.id, now), null, 'the session is gone')
+    t.same(await sessions.beginChunk(s.id, 0, token(), now + 1000, now, TTL), { ok: false, reason: 'unknown' })
+    t.same(await sessions.beginCompletion('unknown-session-id-xx', now, now + 1), { status: 'unknown' })
+  })
+
+  t.test('sessions: a session removed after a failed completion is gone, with its chunks', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    await put(sessions, s.id, 0, chunk(3))
+    await sessions.remove(s.id)
+    t.equal(await sessions.get(s.id, now), null)
+    t.same(await sessions.beginCompletion(s.id, now, now + 1000), { status: 'unknown' })
+    await sessions.create(s, now, TTL)
+    t.same((await sessions.get(s.id, now))?.chunks, new Map(), 'no chunk record survived')
+  })
+
+  t.test('sessions: a chunk in flight blocks completion; a dead completer\'s lease runs out', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    const tk = token()
+    await sessions.beginChunk(s.id, 0, tk, now + 10_000, now, TTL)
+    t.equal((await sessions.beginCompletion(s.id, now, now + 1000)).status, 'busy')
+    t.equal((await sessions.beginCompletion(s.id, now + 10_000, now + 11_000)).status, 'open', 'a dead chunk lock does not block for ever')
+    await sessions.releaseCompletion(s.id, now + 10_000)
+    await sessions.beginChunk(s.id, 0, token(), now + 12_000, now + 10_000, TTL)
+    await sessions.abortChunk(s.id, 0, tk, now + 10_000)
+    t.equal((await sessions.beginCompletion(s.id, now + 12_000, now + 13_000)).status, 'open')
+    t.equal((await sessions.beginCompletion(s.id, now + 12_500, now + 14_000)).status, 'busy')
+    t.equal((await sessions.beginCompletion(s.id, now + 13_000, now + 14_000)).status, 'open', 'lease expired')
+  })
+
+  t.test('sessions: an idle session expires exactly; activity refreshes it', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    t.equal(await sessions.objectNeededUntil(s.id, now), now + TTL)
+    await put(sessions, s.id, 0, chunk(1), now + 30_000)
+    t.not(await sessions.get(s.id, now + TTL), null, 'refreshed by the chunk')
+    t.equal(await sessions.objectNeededUntil(s.id, now + 30_000), now + 30_000 + TTL)
+    t.equal(await sessions.get(s.id, now + 30_000 + TTL), null, 'gone at its idle expiry')
+    t.same(await sessions.beginChunk(s.id, 1, token(), now + 100_000, now + 30_000 + TTL, TTL), { ok: false, reason: 'unknown' })
+    t.equal(await sessions.objectNeededUntil(s.id, now + 30_000 + TTL), null)
+    t.equal(await sessions.objectNeededUntil('unknown-session-id-xx', now), null)
+  })
+}

@@ -1,0 +1,157 @@
+/**
+ * The embedded default (fs blobs + LMDB state) as an operator meets it: real server processes
+ * killed with SIGKILL, restarted, sharing a DATA_DIR, upgraded from the old journal, and run out
+ * of disk space on a real small filesystem.
+ */
+import { execFileSync } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { form } from '../helpers/app.js'
+import { killServer, startServer, stopServer, type ServerProcess } from '../helpers/server-process.js'
+import { dataDir } from '../helpers/tmp.js'
+
+const KEY = 'embedded-key'
+
+async function upload (server: ServerProcess, data: string | Uint8Array, fields: Array<[string, string]> = []) {
+  const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': KEY }, body: form([['file', { data, filename: 'f.bin' }], ...fields]) })
+  return { status: res.status, body: await res.json() as { code?: string, error?: string } }
+}
+
+t.test('kill -9 during a burst of uploads loses no code that was answered', async t => {
+  const dir = dataDir(t)
+  const first = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
+  const answered: string[] = []
+  let stop = false
+  // 8 clients upload as fast as they can; the server is killed in the middle of it.
+  const clients = Array.from({ length: 8 }, async (_, c) => {
+    for (let i = 0; !stop; i++) { // eslint-disable-line no-unmodified-loop-condition
+      try {
+        const up = await upload(first, `client ${c} file ${i}`)
+        if (up.status === 200) answered.push(up.body.code!)
+      } catch { return } // the connection died with the server
+    }
+  })
+  while (answered.length < 150) await new Promise(resolve => setTimeout(resolve, 5))
+  await killServer(first)
+  stop = true
+  await Promise.all(clients)
+  t.ok(answered.length >= 150, `${answered.length} codes answered before the kill`)
+
+  const second = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
+  const missing = []
+  for (const code of answered) {
+    const res = await fetch(`${second.url}/download/${code}`, { method: 'HEAD' })
+    if (res.status !== 200) missing.push(code)
+  }
+  t.same(missing, [], 'every answered code survived the crash')
+  t.equal(await stopServer(second), 0)
+})
+
+t.test('an unclean stop never blocks the next start (stale lock files, PID 1 in a container)', async t => {
+  const dir = dataDir(t)
+  // What the old journal's lock file held after `docker stop` killed node as PID 1.
+  fs.mkdirSync(path.join(dir, 'state'), { recursive: true })
+  fs.writeFileSync(path.join(dir, 'state', 'lock'), '1')
+  const a = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
+  const code = (await upload(a, 'still here')).body.code!
+  await killServer(a)
+  const b = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
+  t.equal(await (await fetch(`${b.url}/download/${code}`)).text(), 'still here')
+  t.equal(await stopServer(b), 0)
+})
+
+t.test('two processes on one DATA_DIR share state safely: claims stay exact', async t => {
+  const dir = dataDir(t)
+  const [a, b] = await Promise.all([startServer(t, { DATA_DIR: dir, API_KEYS: KEY }), startServer(t, { DATA_DIR: dir, API_KEYS: KEY })])
+  const code = (await upload(a, 'shared', [['max_downloads', '7']])).body.code!
+  const results = await Promise.all(Array.from({ length: 100 }, async (_, i) => {
+    const res = await fetch(`${(i % 2 === 0 ? a : b).url}/download/${code}`)
+    return { status: res.status, body: await res.text() }
+  }))
+  t.equal(results.filter(r => r.status === 200 && r.body === 'shared').length, 7, 'exactly max_downloads served across both processes')
+  t.equal(results.filter(r => r.status === 404).length, 93)
+  t.same(await Promise.all([stopServer(a), stopServer(b)]), [0, 0])
+})
+
+t.test('the journal of an earlier version is imported once and kept aside', async t => {
+  const dir = dataDir(t)
+  const state = path.join(dir, 'state')
+  fs.mkdirSync(path.join(dir, 'blobs', 'ab'), { recursive: true })
+  const blobKey = 'ab' + '0'.repeat(30)
+  fs.writeFileSync(path.join(dir, 'blobs', 'ab', blobKey), 'from the old days')
+  const now = Date.now()
+  const file = { code: 'OldOne', blobKey, filename: 'old.txt', contentType: 'text/plain; charset=utf-8', size: 17, maxDownloads: 3, downloads: 0, createdAt: now, expiresAt: now + 3_600_000 }
+  const gone = { ...file, code: 'GoneGo', blobKey: 'cd' + '0'.repeat(30) }
+  fs.mkdirSync(state, { recursive: true })
+  fs.writeFileSync(path.join(state, 'journal.jsonl'), [
+    { t: 'f', f: file }, { t: 'b', k: blobKey, at: file.expiresAt + 600_000 },
+    { t: 'd', c: 'OldOne', n: 1 },
+    { t: 'f', f: gone }, { t: 'x', c: 'GoneGo' }
+  ].map(op => JSON.stringify(op)).join('\n') + '\n{"t":"d","c":"Old') // and a torn last line
+  fs.writeFileSync(path.join(state, 'lock'), '1')
+
+  const server = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
+  const first = await fetch(`${server.url}/download/OldOne`)
+  t.equal(await first.text(), 'from the old days')
+  t.equal((await fetch(`${server.url}/download/OldOne`)).status, 200, 'its download count came along (1 of 3 used before)')
+  t.equal((await fetch(`${server.url}/download/OldOne`)).status, 404)
+  t.equal((await fetch(`${server.url}/download/GoneGo`)).status, 404, 'a deleted file stays deleted')
+  const left = fs.readdirSync(state)
+  t.notOk(left.includes('journal.jsonl'), 'not imported twice')
+  t.ok(left.some(f => f.startsWith('journal.jsonl.imported-')), 'kept aside')
+  t.notOk(left.includes('lock'), 'the old lock file is gone')
+  t.equal(await stopServer(server), 0)
+})
+
+/** Mounts a 50 MiB tmpfs (needs root); false where that is not possible. */
+function mountSmallDisk (dir: string): boolean {
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=50m', 'tmpfs', dir], { stdio: 'ignore' })
+    return true
+  } catch (err) {
+    if (process.env.CI === 'true') throw new Error(`CI=true needs a small tmpfs for the full-disk test (mount as root): ${String(err)}`)
+    return false
+  }
+}
+const probe = fs.mkdtempSync(path.join(os.tmpdir(), 'dropcode-mount-probe-'))
+const canMount = mountSmallDisk(probe)
+if (canMount) execFileSync('umount', [probe])
+fs.rmSync(probe, { recursive: true, force: true })
+
+t.test('a full disk is a 507 answer, never a corruption; service recovers when space returns', { skip: canMount ? false : 'cannot mount a tmpfs here (needs root); CI runs it' }, async t => {
+  const mount = path.join(dataDir(t), 'small')
+  fs.mkdirSync(mount)
+  mountSmallDisk(mount)
+  t.teardown(() => { execFileSync('umount', ['-l', mount]) })
+  const server = await startServer(t, { DATA_DIR: mount, API_KEYS: KEY })
+  const kept = (await upload(server, 'kept through it all', [['max_downloads', '5']])).body.code!
+
+  const big = await upload(server, new Uint8Array(70 * 1024 * 1024))
+  t.equal(big.status, 507, 'a 70 MiB upload into 50 MiB')
+  t.match(big.body, { code: 'DROPCODE_STORAGE_FULL', error: String })
+  const partial = fs.readdirSync(path.join(mount, 'blobs'), { recursive: true }).filter(f => String(f).endsWith('.part'))
+  t.same(partial, [], 'no partial file left')
+
+  // Fill the disk completely, then try small uploads: the blob or the state write fails.
+  const filler = path.join(mount, 'filler')
+  try { execFileSync('dd', ['if=/dev/zero', `of=${filler}`, 'bs=1M', 'count=100'], { stdio: 'ignore' }) } catch { /* ENOSPC: full */ }
+  for (let i = 0; i < 4; i++) {
+    const tiny = await upload(server, `tiny ${i}`)
+    t.equal(tiny.status, 507, `tiny upload ${i} on a full disk`)
+    t.equal(tiny.body.code, 'DROPCODE_STORAGE_FULL')
+  }
+  const head = await fetch(`${server.url}/download/${kept}`, { method: 'HEAD' })
+  t.equal(head.status, 200, 'reads still work on a full disk')
+
+  fs.rmSync(filler)
+  const after = await upload(server, 'space is back')
+  t.equal(after.status, 200, 'recovers by itself when space returns')
+  t.equal(await (await fetch(`${server.url}/download/${after.body.code!}`)).text(), 'space is back')
+  t.equal(await stopServer(server), 0)
+
+  const again = await startServer(t, { DATA_DIR: mount, API_KEYS: KEY })
+  t.equal(await (await fetch(`${again.url}/download/${kept}`)).text(), 'kept through it all', 'the state survived intact')
+  t.equal(await stopServer(again), 0)
+})

@@ -1,0 +1,90 @@
+import t, { type Test } from 'tap'
+import { createRedisClient } from '../../src/state/index.js'
+import { createRedisBackend } from '../../src/state/redis/index.js'
+import { migrateV1 } from '../../src/state/redis/migrate.js'
+import { startRedis } from '../helpers/redis-server.js'
+import { stateContracts } from './contract/index.js'
+import { fileRecord } from './contract/files.js'
+
+const redis = await startRedis()
+t.teardown(() => redis.stop())
+let n = 0
+
+async function client (t: Test) {
+  const c = createRedisClient(redis.url)
+  await c.connect()
+  t.teardown(() => c.quit())
+  return c
+}
+
+stateContracts(t, async t => createRedisBackend({ client: await client(t), prefix: `contract${n++}:` }))
+
+t.test('records carry their TTL (their retention), set in the same step as the record', async t => {
+  const c = await client(t)
+  const { files } = createRedisBackend({ client: c, prefix: 'ttl:' })
+  const now = Date.now()
+  const file = fileRecord(now)
+  await files.create(file, now)
+  const pttl = await c.pttl(`ttl:file:{${file.code}}`)
+  t.ok(pttl > file.retainUntil - Date.now() - 1000 && pttl <= file.retainUntil - now, `pttl ${pttl}`)
+})
+
+t.test('keys live under the prefix, each script\'s keys under one hash tag', async t => {
+  const c = await client(t)
+  const state = createRedisBackend({ client: c, prefix: 'iso:' })
+  const now = Date.now()
+  const file = fileRecord(now)
+  await state.files.create(file, now)
+  await state.files.claim(file.code, 'claim-1', now, now + 1000)
+  await state.cleanup.schedule(file.blobKey, now, `f:${file.code}`)
+  const keys: string[] = []
+  for await (const batch of c.scanStream({ match: 'iso:*', count: 1000 })) keys.push(...(batch as string[]))
+  t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`].sort())
+})
+
+t.test('Redis down: operations fail fast with STATE_UNAVAILABLE and recover', async t => {
+  const c = await client(t)
+  const state = createRedisBackend({ client: c, prefix: 'outage:' })
+  const now = Date.now()
+  const file = fileRecord(now)
+  await state.files.create(file, now)
+  await redis.stop()
+  const started = Date.now()
+  await t.rejects(state.files.claim(file.code, 'x', now, now + 1), { code: 'DROPCODE_STATE_UNAVAILABLE', statusCode: 503 })
+  await t.rejects(state.ping(), { code: 'DROPCODE_STATE_UNAVAILABLE' })
+  t.ok(Date.now() - started < 3000, 'failed fast')
+  await redis.start()
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline) {
+    try { await state.ping(); break } catch { await new Promise(resolve => setTimeout(resolve, 100)) }
+  }
+  await t.resolves(state.ping(), 'reconnected by itself')
+  t.equal(await state.files.create(fileRecord(Date.now()), Date.now()), true)
+})
+
+t.test('keys of dropcode 0.1 move to the current layout once, and stay usable', async t => {
+  const c = await client(t)
+  const p = 'v1:'
+  const now = Date.now()
+  const file = { code: 'OldOne', blobKey: 'ab' + '0'.repeat(30), filename: 'old.txt', contentType: 'text/plain; charset=utf-8', size: '17', maxDownloads: '3', downloads: '1', createdAt: String(now), expiresAt: String(now + 3_600_000) }
+  await c.hset(`${p}file:OldOne`, file)
+  await c.pexpireat(`${p}file:OldOne`, now + 3_600_000)
+  await c.zadd(`${p}blobs`, now + 4_200_000, file.blobKey)
+  const id = 'S'.repeat(22)
+  await c.hset(`${p}session:${id}`, { id, blobKey: 'cd' + '0'.repeat(30), handle: '', filename: 'big.iso', totalChunks: '2', maxDownloads: '1', expiryHours: '24', createdAt: String(now), state: 'open', bytes: '5' })
+  await c.pexpire(`${p}session:${id}`, 60_000)
+  await c.hset(`${p}session:${id}:chunks`, '0', JSON.stringify({ size: 5, file: '0-abc' }))
+  await c.set(`${p}done:${'D'.repeat(22)}`, 'DoneOk', 'PX', 60_000)
+
+  t.ok(await migrateV1(c, p, 600_000, now) >= 4)
+  t.equal(await migrateV1(c, p, 600_000, now), 0, 'once')
+  const state = createRedisBackend({ client: c, prefix: p })
+  const found = await state.files.lookup('OldOne', now)
+  t.match(found, { ok: true, file: { code: 'OldOne', downloads: 1, maxDownloads: 3, sha256: '', retainUntil: now + 4_200_000 } })
+  t.ok((await state.files.claim('OldOne', 'c1', now, now + 1000)).ok, 'claimable')
+  t.same((await state.cleanup.lease(now + 4_200_000, 10, now + 5_000_000)).map(d => d.blobKey), [file.blobKey], 'its cleanup deadline came along')
+  const view = await state.sessions.get(id, now)
+  t.same(view?.chunks.get(0), { size: 5, sha256: '', receipt: JSON.stringify({ size: 5, file: '0-abc' }) })
+  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000), { status: 'done', result: { code: 'DoneOk' } })
+  t.equal(await c.exists(`${p}file:OldOne`, `${p}blobs`, `${p}session:${id}`), 0, 'old keys are gone')
+})

@@ -1,0 +1,107 @@
+/**
+ * Requests to the service's upload endpoints. XMLHttpRequest rather than fetch: it reports
+ * upload progress (fetch does not), which the progress bar, rate and ETA need.
+ */
+
+export interface Answer {
+  /** HTTP status; 0 when no answer arrived (network down, connection cut, stalled). */
+  status: number
+  /** The JSON body, or {} when there was none. */
+  body: Record<string, unknown>
+  /** Retry-After in ms, when the service sent one (429, 503). */
+  retryAfterMs: number | undefined
+}
+
+/** A multipart field: a text value, or a file part with its filename. */
+export type Field = [name: string, value: string] | [name: string, value: Blob, filename: string]
+
+export interface PostOptions {
+  /** Called with the request-body bytes sent so far (multipart framing included). */
+  onProgress?: (sent: number) => void
+  signal?: AbortSignal
+  /** ms without upload progress before the request counts as cut (status 0); 0: never. */
+  stallMs?: number
+}
+
+/** POSTs a multipart form with the API key. Resolves with any answer; rejects only when aborted. */
+export function postForm (path: string, fields: Field[], key: string, options: PostOptions = {}): Promise<Answer> {
+  const { onProgress, signal, stallMs = 0 } = options
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(signal.reason)
+      return
+    }
+    const form = new FormData()
+    for (const [name, value, filename] of fields) {
+      if (typeof value === 'string') form.append(name, value)
+      else form.append(name, value, filename)
+    }
+    const xhr = new XMLHttpRequest()
+    let stalled = false
+    let timer: number | undefined
+    const watch = () => {
+      if (stallMs <= 0) return
+      clearTimeout(timer)
+      timer = window.setTimeout(() => {
+        stalled = true
+        xhr.abort()
+      }, stallMs)
+    }
+    const onAbort = () => xhr.abort()
+    const done = (answer: Answer | undefined) => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      if (answer === undefined) reject(signal?.reason ?? new DOMException('aborted', 'AbortError'))
+      else resolve(answer)
+    }
+    xhr.open('POST', path)
+    xhr.setRequestHeader('X-Client-Key', key)
+    xhr.upload.onprogress = e => {
+      watch()
+      onProgress?.(e.loaded)
+    }
+    // Once the body is sent the service answers at its own pace (completing can take minutes).
+    xhr.upload.onload = () => clearTimeout(timer)
+    xhr.onload = () => done({ status: xhr.status, body: parseBody(xhr.responseText), retryAfterMs: retryAfter(xhr.getResponseHeader('retry-after')) })
+    xhr.onerror = () => done({ status: 0, body: {}, retryAfterMs: undefined })
+    xhr.ontimeout = xhr.onerror
+    xhr.onabort = () => done(stalled ? { status: 0, body: {}, retryAfterMs: undefined } : undefined)
+    signal?.addEventListener('abort', onAbort)
+    watch()
+    xhr.send(form)
+  })
+}
+
+function parseBody (text: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(text)
+    return typeof v === 'object' && v !== null ? v as Record<string, unknown> : {}
+  } catch {
+    return {}
+  }
+}
+
+function retryAfter (header: string | null): number | undefined {
+  if (header === null) return undefined
+  const seconds = Number(header)
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
+  const date = Date.parse(header)
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now())
+}
+
+/** GET /limits: what this service accepts. */
+export interface Limits {
+  max_file_size: number
+  max_chunk_size: number
+  max_total_chunks: number
+  max_downloads: number
+  max_expiry_hours: number
+  default_max_downloads: number
+  default_expiry_hours: number
+}
+
+export async function fetchLimits (): Promise<Limits> {
+  const res = await fetch('/limits', { headers: { accept: 'application/json' } })
+  if (!res.ok) throw new Error(`GET /limits answered ${res.status}`)
+  return await res.json() as Limits
+}
