@@ -5,6 +5,9 @@
  * without and with `WAIT 1 1000` after each (claims/s, p50/p99 latency). Stops both servers.
  */
 import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { createServer, type AddressInfo } from 'node:net'
 import { performance } from 'node:perf_hooks'
@@ -16,7 +19,9 @@ const freePort = () => new Promise<number>(resolve => {
   const srv = createServer().listen(0, '127.0.0.1', () => { const { port } = srv.address() as AddressInfo; srv.close(() => resolve(port)) })
 })
 const [pp, rp] = [await freePort(), await freePort()]
-const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning']
+// --dir: a replica's full sync writes dump.rdb there (by default into the working directory).
+const dir = mkdtempSync(path.join(tmpdir(), 'dropcode-redis-wait-'))
+const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning', '--dir', dir]
 const servers = [
   spawn('redis-server', ['--port', String(pp), ...common], { stdio: 'ignore' }),
   spawn('redis-server', ['--port', String(rp), '--replicaof', '127.0.0.1', String(pp), ...common], { stdio: 'ignore' })
@@ -50,4 +55,5 @@ try {
   client.disconnect()
 } finally {
   for (const s of servers) s.kill('SIGKILL')
+  rmSync(dir, { recursive: true, force: true })
 }

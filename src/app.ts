@@ -50,6 +50,18 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
   const now = overrides.now ?? Date.now
   const logs = await logDestination(config.logFormat)
   const app = Fastify(serverOptions(config, logs, { loggerInstance: overrides.loggerInstance, headersTimeoutMs: overrides.headersTimeoutMs }))
+  try {
+    await registerPlugins(app, config, overrides, now)
+  } catch (err) {
+    // What did open (the state store, S3 clients) closes before the error goes up: the caller
+    // exits, and an exit with an LMDB write in flight would hang (see server.ts).
+    await app.close().catch(() => {})
+    throw err
+  }
+  return app
+}
+
+async function registerPlugins (app: FastifyInstance, config: Config, overrides: AppOverrides, now: () => number): Promise<void> {
   await app.register(errorHandler, { linger: config.linger })
   await app.register(lifecycle)
   await app.register(cors, { origins: config.corsOrigins })
@@ -81,5 +93,4 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
   await app.register(deleteRoutes)
   await app.register(limitsRoutes, { config })
   await app.register(webRoutes)
-  return app
 }

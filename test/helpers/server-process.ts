@@ -22,8 +22,8 @@ export interface ServerProcess {
 export const serverCommand = (): [string, string[]] => [process.execPath, ['dist/server.js']]
 
 export interface StartOptions {
-  /** Preload test/fixtures/memory-probe.mjs: `memoryAfterGc(server)` then works. */
-  memoryProbe?: boolean
+  /** Preload test/fixtures/probe.mjs: `memoryAfterGc(server)` and `injectCrash(server)` then work. */
+  probe?: boolean
 }
 
 /**
@@ -33,7 +33,7 @@ export interface StartOptions {
  */
 export async function startServer (t: Test, env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const [cmd, args] = serverCommand()
-  const probe = options.memoryProbe === true ? ['--expose-gc', '--import', './test/fixtures/memory-probe.mjs'] : []
+  const probe = options.probe === true ? ['--expose-gc', '--import', './test/fixtures/probe.mjs'] : []
   const child = spawn(cmd, [...probe, ...args], {
     cwd: root,
     env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
@@ -58,11 +58,16 @@ export async function startServer (t: Test, env: Record<string, string>, options
   return { child, url, logs, stderr: () => stderr }
 }
 
-/** The server's memory after a full garbage collection (needs `memoryProbe`). */
+/** The server's memory after a full garbage collection (needs `probe`). */
 export async function memoryAfterGc (server: ServerProcess): Promise<NodeJS.MemoryUsage> {
   const answer = once(server.child, 'message') as Promise<[NodeJS.MemoryUsage]>
   server.child.send('memory')
   return (await answer)[0]
+}
+
+/** Makes the server throw an exception nothing catches, as a bug of ours would (needs `probe`). */
+export function injectCrash (server: ServerProcess): void {
+  server.child.send('throw')
 }
 
 /** SIGTERM; resolves with the exit code, or a description of what went wrong (for the diff). */

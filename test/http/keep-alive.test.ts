@@ -46,7 +46,7 @@ async function requestsOnOneConnection (socket: net.Socket, count: number, batch
 }
 
 t.test('100,000 requests over one keep-alive connection: no listener warning, flat memory (stall_guard_listener_per_request)', async t => {
-  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k' }, { memoryProbe: true })
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k' }, { probe: true })
   const { port } = new URL(server.url)
   const socket = net.connect(Number(port), '127.0.0.1')
   await new Promise(resolve => socket.once('connect', resolve))
