@@ -160,6 +160,17 @@ t.test('init: creates a missing bucket, or names S3_CREATE_BUCKET when not allow
   await t.resolves(allowed.store.ping())
 })
 
+t.test('init: instances starting at once on a missing bucket all start (bucket_create_race)', async t => {
+  // Found with two server processes started together: the loser of the CreateBucket race got
+  // BucketAlreadyExists from s3rver and refused to start, though the bucket was there for it.
+  for (let round = 1; round <= 5; round++) {
+    const bucket = String(s3.env().S3_BUCKET)
+    const stores = Array.from({ length: 4 }, () => open(t, { bucket }).store)
+    const results = await Promise.allSettled(stores.map(s => s.init()))
+    t.same(results.map(r => r.status === 'rejected' ? String((r.reason as Error).message) : 'started'), ['started', 'started', 'started', 'started'], `round ${round}`)
+  }
+})
+
 t.test('wrong credentials: ping answers STORAGE_UNAVAILABLE', { skip: s3.strict ? false : 's3rver accepts any signature' }, async t => {
   const { client } = recordingClient(s3, { credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: 'wrong' } })
   const { store } = open(t, { client })

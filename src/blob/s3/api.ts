@@ -206,7 +206,12 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
       try {
         await client.send(new CreateBucketCommand({ Bucket }))
       } catch (err) {
-        if (errorName(err) !== 'BucketAlreadyOwnedByYou') throw s3Error(err)
+        if (errorName(err) === 'BucketAlreadyOwnedByYou') return
+        // Instances starting together race to create it, and servers answer the losers
+        // differently (s3rver and radosgw: BucketAlreadyExists, though the bucket is theirs).
+        // What counts is that the bucket is there for us now.
+        if (await api.headBucket().catch(() => 'missing') === 'ok') return
+        throw s3Error(err)
       }
     }
   }
