@@ -3,7 +3,7 @@
  * a replica (`--replicaof`), and a Sentinel (quorum 1) watching them as `mymaster`. Every
  * process is ours, stopped by its pid; the test can pause the replica (SIGSTOP: replication
  * stalls while the primary keeps acknowledging writes), kill the primary, and wait for the
- * Sentinel to promote the replica. The replica replicates through a small TCP relay owned by the
+ * Sentinel to promote the replica, or ask the Sentinel for a planned switchover. The replica replicates through a small TCP relay owned by the
  * test, so the test can cut replication (a partition: the primary keeps acknowledging writes
  * that never reach the replica) — pausing the replica would not do, its socket buffer would
  * still deliver them.
@@ -28,6 +28,14 @@ export interface TestRedisSentinel {
   cutReplication (): void
   /** kill -9 of the primary. */
   killPrimary (): Promise<void>
+  /** A planned switchover (`SENTINEL FAILOVER`): the replica becomes the master, the primary its replica. */
+  switchover (): Promise<void>
+  /**
+   * The same by hand, as an operator or an orchestrator does it: REPLICAOF NO ONE on the
+   * replica, the Sentinel pointed at it, REPLICAOF on the primary. Unlike the Sentinel's own
+   * failover nothing disconnects the primary's clients: their writes answer READONLY.
+   */
+  switchoverByHand (): Promise<void>
   /** Resolves once the Sentinel names the replica as the master (and the replica says so). */
   promoted (ms?: number): Promise<void>
   stop (): Promise<void>
@@ -121,6 +129,17 @@ export async function startRedisSentinel (): Promise<TestRedisSentinel> {
       for (const l of links) l.destroy()
     },
     killPrimary: () => kill('primary'),
+    switchoverByHand: async () => {
+      await ask(replicaPort, 'REPLICAOF', 'NO', 'ONE')
+      await ask(sentinelPort, 'SENTINEL', 'REMOVE', 'mymaster')
+      await ask(sentinelPort, 'SENTINEL', 'MONITOR', 'mymaster', '127.0.0.1', String(replicaPort), '1')
+      await ask(sentinelPort, 'SENTINEL', 'SET', 'mymaster', 'down-after-milliseconds', '1000', 'failover-timeout', '5000')
+      await ask(primaryPort, 'REPLICAOF', '127.0.0.1', String(replicaPort))
+    },
+    switchover: async () => {
+      await ask(sentinelPort, 'SENTINEL', 'FAILOVER', 'mymaster')
+      await until(async () => /role:slave/.test(String(await ask(primaryPort, 'INFO', 'replication'))), 'the old primary a replica', 20_000)
+    },
     promoted: (ms = 20_000) => until(async () => {
       const [, port] = await ask(sentinelPort, 'SENTINEL', 'GET-MASTER-ADDR-BY-NAME', 'mymaster') as [string, string]
       return port === String(replicaPort) && /role:master/.test(String(await ask(replicaPort, 'INFO', 'replication')))
