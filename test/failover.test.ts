@@ -4,60 +4,20 @@
  * asynchronous, so a failover can lose the writes the primary acknowledged last. These tests
  * make that loss happen on purpose (replication cut, then kill -9 of the primary) and pin what it means: the lost claims are countable again (over-serve = lost
  * claims, never more), a code answered during the lost window is gone, a lost chunk is listed
- * missing and is sent again. The README's "Scaling" section describes the guarantees.
+ * missing and is sent again. The README's "Scaling" section describes the guarantees. Planned
+ * switchovers, where the old primary stays up: test/switchover.test.ts.
  */
-import t, { type Test } from 'tap'
-import { loadConfig } from '../src/config.js'
-import { startApp, testEnv, upload } from './helpers/app.js'
+import t from 'tap'
+import { upload } from './helpers/app.js'
 import { post, sendChunk, startSession } from './helpers/chunks.js'
-import { startRedisSentinel, type TestRedisSentinel } from './helpers/redis-sentinel.js'
+import { afterFailover, loseWrites, replicated, setup as setupWith } from './helpers/failover.js'
 import { startS3 } from './helpers/s3.js'
 import { bytes, sha256Of } from './helpers/streams.js'
 
 const s3 = await startS3()
 t.teardown(() => s3.stop())
 
-async function setup (t: Test, extra: Record<string, string> = {}) {
-  const sentinel = await startRedisSentinel()
-  t.teardown(() => sentinel.stop())
-  const env = testEnv(t, 's3+redis', { redisSetup: sentinel, s3 }, extra)
-  const a = await startApp(t, loadConfig(env))
-  const b = await startApp(t, loadConfig(env))
-  return { sentinel, a, b }
-}
-
-/** Waits until the primary's writes so far are on the replica. */
-async function replicated (sentinel: TestRedisSentinel) {
-  const primary = await sentinel.node(sentinel.primaryPort)
-  try {
-    if (await primary.call('WAIT', '1', '5000') !== 1) throw new Error('replica did not acknowledge')
-  } finally {
-    primary.disconnect()
-  }
-}
-
-/** Pauses replication, runs `lost` (acknowledged by the primary only), then fails over. */
-async function loseWrites (sentinel: TestRedisSentinel, lost: () => Promise<void>) {
-  await replicated(sentinel)
-  sentinel.cutReplication()
-  try {
-    await lost()
-  } finally {
-    await sentinel.killPrimary()
-  }
-  await sentinel.promoted()
-}
-
-/** Retries through the failover's 503s; every answer on the way must be a 503. */
-async function afterFailover<T extends { status: number }> (t: Test, request: () => Promise<T>): Promise<T> {
-  const started = Date.now()
-  while (true) {
-    const res = await request()
-    if (res.status !== 503) return res
-    if (Date.now() - started > 20_000) throw new Error('still 503 after 20 s')
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
-}
+const setup = (t: Parameters<typeof setupWith>[0]) => setupWith(t, s3)
 
 t.test('claims acknowledged but lost in a failover are countable again: over-served = lost claims, never more', async t => {
   const { sentinel, a, b } = await setup(t)
@@ -140,51 +100,3 @@ t.test('during a failover requests answer 503 at once, never hang, and the servi
   t.ok(slowest < 5500, `no request waited beyond the command timeout (${slowest} ms)`)
   t.ok(outage < 20_000)
 })
-
-// SENTINEL FAILOVER disconnects the old master's clients; by hand nothing does, so their writes
-// answer READONLY until the client reconnects through the Sentinel (reconnectOnError).
-for (const [how, name] of [
-  ['SENTINEL FAILOVER', 'a planned switchover (SENTINEL FAILOVER) under traffic: both instances follow the new master'],
-  ['by hand (REPLICAOF)', 'a switchover by hand (REPLICAOF) under traffic: writes answered READONLY make both instances reconnect to the new master (redis_readonly_after_switchover)']
-] as const) {
-  t.test(name, async t => {
-    const { sentinel, a, b } = await setup(t, { MAX_DOWNLOADS: '1000000' })
-    const up = await upload(a.url, [['file', { data: 'x' }], ['max_downloads', '1000000']])
-    t.equal(up.status, 200)
-    await replicated(sentinel)
-    const statuses = new Map<number, number>()
-    const running = { stop: false }
-    const traffic = Promise.all([a.url, b.url].map(async url => {
-      while (!running.stop) {
-        const res = await fetch(`${url}/download/${up.body.code as string}`)
-        await res.arrayBuffer()
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
-        if (res.status === 503) await new Promise(resolve => setTimeout(resolve, 20))
-      }
-    }))
-    await new Promise(resolve => setTimeout(resolve, 300))
-    const startedAt = Date.now()
-    if (how === 'SENTINEL FAILOVER') await sentinel.switchover()
-    else await sentinel.switchoverByHand()
-    await sentinel.promoted()
-    const switched = Date.now() - startedAt
-    // Writes from each instance reach the new master: an upload on one, downloaded on the other.
-    const onA = await afterFailover(t, () => upload(a.url, [['file', { data: 'after, from a' }]]))
-    const onB = await afterFailover(t, () => upload(b.url, [['file', { data: 'after, from b' }]]))
-    const took = Date.now() - startedAt
-    running.stop = true
-    await traffic
-    t.comment(`switchover done after ${switched} ms; both instances writing again after ${took} ms; answers ${JSON.stringify(Object.fromEntries(statuses))}`)
-    t.equal(onA.status, 200)
-    t.equal(onB.status, 200)
-    t.equal(await (await fetch(`${b.url}/download/${onA.body.code as string}`)).text(), 'after, from a')
-    t.equal(await (await fetch(`${a.url}/download/${onB.body.code as string}`)).text(), 'after, from b')
-    const newMaster = await sentinel.node(sentinel.replicaPort)
-    t.teardown(() => newMaster.disconnect())
-    for (const code of [onA.body.code as string, onB.body.code as string]) {
-      t.equal((await newMaster.keys(`*${code}*`)).length, 1, `the record of ${code} is on the new master`)
-    }
-    t.same([...statuses.keys()].filter(s => s !== 200 && s !== 503), [], 'only 200 and 503 during the switchover')
-    t.ok((statuses.get(200) ?? 0) > 0, 'downloads were served around it')
-  })
-}
