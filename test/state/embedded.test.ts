@@ -75,6 +75,37 @@ t.test('two processes on one DATA_DIR share state safely: claims stay exact', as
   t.same(await Promise.all([stopServer(a), stopServer(b)]), [0, 0])
 })
 
+t.test('kill -9 of one of two processes on one DATA_DIR in the middle of writes: the other keeps writing', async t => {
+  // Both write LMDB as fast as their clients upload, so the victim is likely to die holding
+  // LMDB's write lock: the survivor must get it back (LMDB's robust mutex), not wait for ever.
+  const dir = dataDir(t)
+  const [survivor, victim] = await Promise.all([startServer(t, { DATA_DIR: dir, API_KEYS: KEY }), startServer(t, { DATA_DIR: dir, API_KEYS: KEY })])
+  const answered = { survivor: [] as string[], victim: [] as string[] }
+  const stopped = new AbortController()
+  const clients = ([['survivor', survivor], ['victim', victim]] as const).flatMap(([name, server]) => Array.from({ length: 6 }, async (_, c) => {
+    for (let i = 0; !stopped.signal.aborted; i++) {
+      try {
+        const up = await upload(server, `${name} client ${c} file ${i}`)
+        if (up.status === 200) answered[name].push(up.body.code!)
+      } catch { if (name === 'victim') return } // the connection died with the server
+    }
+  }))
+  while (answered.victim.length < 100) await new Promise(resolve => setTimeout(resolve, 5))
+  await killServer(victim)
+  const atKill = answered.survivor.length
+  const deadline = Date.now() + 10_000
+  while (answered.survivor.length < atKill + 200 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 10))
+  stopped.abort()
+  await Promise.all(clients)
+  t.ok(answered.survivor.length >= atKill + 200, `the survivor answered ${answered.survivor.length - atKill} uploads after the kill (200 wanted within 10 s)`)
+  const missing = []
+  for (const code of [...answered.survivor, ...answered.victim]) {
+    if ((await fetch(`${survivor.url}/download/${code}`, { method: 'HEAD' })).status !== 200) missing.push(code)
+  }
+  t.same(missing, [], `all ${answered.survivor.length + answered.victim.length} answered codes are there, the victim's too`)
+  t.equal(await stopServer(survivor), 0)
+})
+
 t.test('the journal of an earlier version is imported once and kept aside', async t => {
   const dir = dataDir(t)
   const state = path.join(dir, 'state')
