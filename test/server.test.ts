@@ -7,16 +7,12 @@ import { once } from 'node:events'
 import path from 'node:path'
 import t from 'tap'
 import { dataDir, form } from './helpers/app.js'
-import { root, serverCommand, startServer as start, stopServer as stop } from './helpers/server-process.js'
+import { root, runToExit, startServer as start, stopServer as stop } from './helpers/server-process.js'
 
 const startServer = (env: Record<string, string>) => start(t, env)
 
 t.test('a bad setting stops start-up, naming the variable', async t => {
-  const [cmd, args] = serverCommand()
-  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, PORT: 'eighty' }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stderr = ''
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  const [code] = await once(child, 'exit')
+  const { code, stderr } = await runToExit({ PORT: 'eighty' })
   t.equal(code, 2)
   t.match(stderr, /invalid PORT="eighty"/)
 })
@@ -120,35 +116,23 @@ t.test('the start-up banner says where it serves, with which drivers, and the ke
   t.equal(await stop(server), 0)
 })
 
-/** Runs the entry point until it exits; resolves with its exit code and stderr. */
-async function failingStart (env: Record<string, string>) {
-  const [cmd, args] = serverCommand()
-  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stderr = ''
-  let stdout = ''
-  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  child.stdout!.on('data', (c: Buffer) => { stdout += c.toString() })
-  const [code] = await once(child, 'exit') as [number]
-  return { code, stderr, stdout }
-}
-
 t.test('start-up failures are one readable line with a hint (startup_errors_unreadable)', async t => {
   const { freePort } = await import('./helpers/ports.js')
   const dir = dataDir(t)
   const redisPort = await freePort()
-  const redis = await failingStart({ DATA_DIR: dir, REDIS_URL: `redis://:secret@127.0.0.1:${redisPort}` })
+  const redis = await runToExit({ DATA_DIR: dir, REDIS_URL: `redis://:secret@127.0.0.1:${redisPort}` })
   t.equal(redis.code, 1)
   t.equal(redis.stderr, `dropcode: cannot reach Redis at redis://***@127.0.0.1:${redisPort} (REDIS_URL): ECONNREFUSED (hint: start Redis there, fix REDIS_URL, or unset REDIS_URL and STATE_DRIVER to keep the state under DATA_DIR)\n`, 'names Redis and its URL, hides the password')
   t.equal(redis.stdout, '', 'no log line, no stack trace')
 
   const s3Port = await freePort()
-  const s3 = await failingStart({ DATA_DIR: dir, S3_BUCKET: 'artifacts', S3_ENDPOINT: `http://127.0.0.1:${s3Port}`, S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b' })
+  const s3 = await runToExit({ DATA_DIR: dir, S3_BUCKET: 'artifacts', S3_ENDPOINT: `http://127.0.0.1:${s3Port}`, S3_ACCESS_KEY_ID: 'a', S3_SECRET_ACCESS_KEY: 'b' })
   t.equal(s3.code, 1)
   t.equal(s3.stderr, `dropcode: S3 bucket "artifacts" at http://127.0.0.1:${s3Port} is not usable: ECONNREFUSED (hint: check S3_ENDPOINT (is the server running and reachable?))\n`)
 
   const busy = await startServer({ DATA_DIR: dataDir(t), API_KEYS: 'k' })
   const port = new URL(busy.url).port
-  const inUse = await failingStart({ DATA_DIR: dataDir(t), PORT: port })
+  const inUse = await runToExit({ DATA_DIR: dataDir(t), PORT: port })
   t.equal(inUse.code, 1)
   t.equal(inUse.stderr, `dropcode: port ${port} on 127.0.0.1 is already in use (PORT) (hint: stop the other server there, or choose another PORT)\n`)
   t.equal(await stop(busy), 0)
@@ -158,7 +142,7 @@ t.test('start-up failures are one readable line with a hint (startup_errors_unre
     [{ MAX_FILE_SIZE: '5GB' }, /^dropcode: invalid MAX_FILE_SIZE="5GB": must be a whole number \(digits only, no units\) from 1 to \d+ \(hint/],
     [{ API_KEYS: 'my key' }, /^dropcode: invalid API_KEYS="my key": must be comma-separated keys of printable ASCII without spaces, such as API_KEYS=key-one,key-two/]
   ] as const) {
-    const bad = await failingStart({ DATA_DIR: dir, ...env })
+    const bad = await runToExit({ DATA_DIR: dir, ...env })
     t.equal(bad.code, 2)
     if (typeof line === 'string') t.equal(bad.stderr, line)
     else t.match(bad.stderr, line)

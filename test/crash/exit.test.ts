@@ -21,12 +21,11 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
-import { dataDir, form } from '../helpers/app.js'
-import { injectCrash, root, serverCommand, startServer, stopServer } from '../helpers/server-process.js'
+import { dataDir, missingCodes, uploadTraffic } from '../helpers/app.js'
+import { exitOf, injectCrash, root, runToExit, startServer, stopServer } from '../helpers/server-process.js'
 
+/** Each round has a write in flight at the exit; without the fix every round hangs (exitOf: 'hung' after 20 s, where an exit takes about a second). */
 const ROUNDS = 3
-/** Far more than an exit takes (about a second here); a hang is seen as this. */
-const EXIT_MS = 20_000
 
 /** Another writer on DATA_DIR's LMDB environment, holding its write lock 300 ms at a time. */
 async function anotherWriter (t: Test, dir: string) {
@@ -37,33 +36,6 @@ async function anotherWriter (t: Test, dir: string) {
   for await (const line of createInterface({ input: child.stdout! })) if (line === 'holding') break
 }
 
-/** Uploads from 16 clients at once until stopped; collects the codes answered 200. */
-function uploadTraffic (url: string) {
-  const codes: string[] = []
-  const stopped = new AbortController()
-  const clients = Promise.all(Array.from({ length: 16 }, async (_, i) => {
-    while (!stopped.signal.aborted) {
-      try {
-        const res = await fetch(`${url}/upload`, { method: 'POST', headers: { 'x-client-key': 'k' }, body: form([['file', { data: `client ${i}` }]]) })
-        const body = await res.json() as { code?: string }
-        if (res.status === 200 && body.code !== undefined) codes.push(body.code)
-      } catch {
-        await sleep(5) // the server went away: keep trying until stopped
-      }
-    }
-  }))
-  return { codes, stop: async () => { stopped.abort(); await clients } }
-}
-
-/** Resolves with the exit code, or 'hung' (after killing it) if the process did not exit in time. */
-async function exitOf (child: ReturnType<typeof spawn>): Promise<number | string> {
-  if (child.exitCode !== null) return child.exitCode
-  const timer = setTimeout(() => child.kill('SIGKILL'), EXIT_MS)
-  const [code, signal] = await once(child, 'exit') as [number | null, string | null]
-  clearTimeout(timer)
-  return code ?? (signal === 'SIGKILL' ? 'hung' : `signal ${String(signal)}`)
-}
-
 t.test('a start on a busy port exits 1 while its first write waits for the lock', async t => {
   const dir = dataDir(t)
   await anotherWriter(t, dir)
@@ -72,11 +44,8 @@ t.test('a start on a busy port exits 1 while its first write waits for the lock'
   t.teardown(() => { busy.close() })
   const port = String((busy.address() as AddressInfo).port)
   for (let round = 1; round <= ROUNDS; round++) {
-    const [cmd, args] = serverCommand()
-    const server = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: port, DATA_DIR: dir, API_KEYS: 'k' }, stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    server.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-    t.equal(await exitOf(server), 1, `round ${round}: exits 1`)
+    const { code, stderr } = await runToExit({ PORT: port, DATA_DIR: dir, API_KEYS: 'k' })
+    t.equal(code, 1, `round ${round}: exits 1`)
     t.equal(stderr, `dropcode: port ${port} on 127.0.0.1 is already in use (PORT) (hint: stop the other server there, or choose another PORT)\n`, `round ${round}: says why`)
   }
 })
@@ -87,7 +56,7 @@ t.test('an uncaught exception under upload traffic exits 1 with a fatal log line
   const answered: string[] = []
   for (let round = 1; round <= ROUNDS; round++) {
     const server = await startServer(t, { DATA_DIR: dir, API_KEYS: 'k' }, { probe: true })
-    const traffic = uploadTraffic(server.url)
+    const traffic = uploadTraffic(server.url, { key: 'k', clients: 16 })
     while (traffic.codes.length < 10) await sleep(10)
     injectCrash(server)
     t.equal(await exitOf(server.child), 1, `round ${round}: exits 1`)
@@ -99,10 +68,6 @@ t.test('an uncaught exception under upload traffic exits 1 with a fatal log line
 
   const after = await startServer(t, { DATA_DIR: dir, API_KEYS: 'k' })
   t.teardown(() => stopServer(after))
-  const missing: string[] = []
-  for (const code of answered) {
-    if ((await fetch(`${after.url}/download/${code}`, { method: 'HEAD' })).status !== 200) missing.push(code)
-  }
   t.ok(answered.length >= ROUNDS * 10, `${answered.length} uploads answered before the crashes`)
-  t.same(missing, [], 'every answered upload is there after a restart')
+  t.same(await missingCodes(after.url, answered), [], 'every answered upload is there after a restart')
 })

@@ -82,6 +82,35 @@ export async function upload (url: string, entries: Parameters<typeof form>[0], 
   return { status: res.status, headers: res.headers, body: await res.json() as Record<string, unknown> }
 }
 
+/** The codes of `codes` that `url` does not find (HEAD /download/{code} is not 200; nothing is counted). */
+export async function missingCodes (url: string, codes: string[]): Promise<string[]> {
+  const missing: string[] = []
+  for (const code of codes) {
+    if ((await fetch(`${url}/download/${code}`, { method: 'HEAD' })).status !== 200) missing.push(code)
+  }
+  return missing
+}
+
+/**
+ * `clients` clients uploading small files to `url` as fast as they can, until `stop()` or until
+ * the server goes away (a client whose connection fails stops). `codes` collects every code
+ * answered 200, in the order the answers came.
+ */
+export function uploadTraffic (url: string, { key = API_KEY, clients = 8 }: { key?: string, clients?: number } = {}) {
+  const codes: string[] = []
+  const stopped = new AbortController()
+  const running = Promise.all(Array.from({ length: clients }, async (_, c) => {
+    for (let i = 0; !stopped.signal.aborted; i++) {
+      let up: Awaited<ReturnType<typeof upload>>
+      try {
+        up = await upload(url, [['file', { data: `client ${c} file ${i}`, filename: 'f.bin' }]], key)
+      } catch { return } // the connection died with the server
+      if (up.status === 200) codes.push(up.body.code as string)
+    }
+  }))
+  return { codes, stop: async () => { stopped.abort(); await running } }
+}
+
 /**
  * A raw multipart body, byte for byte as given (fetch's FormData would percent-encode `"` and
  * newlines in filenames, hiding what a hand-written client may send).

@@ -58,6 +58,31 @@ export async function startServer (t: Test, env: Record<string, string>, options
   return { child, url, logs, stderr: () => stderr }
 }
 
+/** Resolves with the process's exit code; kills it and resolves 'hung' if it has not exited within `ms`. */
+export async function exitOf (child: ChildProcess, ms = 20_000): Promise<number | string> {
+  if (child.exitCode !== null) return child.exitCode
+  const timer = setTimeout(() => child.kill('SIGKILL'), ms)
+  const [code, signal] = await once(child, 'exit') as [number | null, string | null]
+  clearTimeout(timer)
+  return code ?? (signal === 'SIGKILL' ? 'hung' : `signal ${String(signal)}`)
+}
+
+/**
+ * Runs the real entry point to its exit, for starts that must fail: its exit code (or 'hung',
+ * see exitOf) and what it wrote.
+ */
+export async function runToExit (env: Record<string, string>): Promise<{ code: number | string, stdout: string, stderr: string }> {
+  const [cmd, args] = serverCommand()
+  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const closed = once(child, 'close') // after 'exit', once stdout and stderr are read to the end
+  let [stdout, stderr] = ['', '']
+  child.stdout!.on('data', (c: Buffer) => { stdout += c.toString() })
+  child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
+  const code = await exitOf(child)
+  await closed
+  return { code, stdout, stderr }
+}
+
 /** The server's memory after a full garbage collection (needs `probe`). */
 export async function memoryAfterGc (server: ServerProcess): Promise<NodeJS.MemoryUsage> {
   const answer = once(server.child, 'message') as Promise<[NodeJS.MemoryUsage]>

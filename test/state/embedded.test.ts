@@ -8,7 +8,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
-import { form } from '../helpers/app.js'
+import { form, missingCodes, uploadTraffic } from '../helpers/app.js'
 import { killServer, startServer, stopServer, type ServerProcess } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
 
@@ -22,30 +22,16 @@ async function upload (server: ServerProcess, data: string | Uint8Array, fields:
 t.test('kill -9 during a burst of uploads loses no code that was answered', async t => {
   const dir = dataDir(t)
   const first = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
-  const answered: string[] = []
-  let stop = false
   // 8 clients upload as fast as they can; the server is killed in the middle of it.
-  const clients = Array.from({ length: 8 }, async (_, c) => {
-    for (let i = 0; !stop; i++) { // eslint-disable-line no-unmodified-loop-condition
-      try {
-        const up = await upload(first, `client ${c} file ${i}`)
-        if (up.status === 200) answered.push(up.body.code!)
-      } catch { return } // the connection died with the server
-    }
-  })
-  while (answered.length < 150) await new Promise(resolve => setTimeout(resolve, 5))
+  const traffic = uploadTraffic(first.url, { key: KEY })
+  while (traffic.codes.length < 150) await new Promise(resolve => setTimeout(resolve, 5))
   await killServer(first)
-  stop = true
-  await Promise.all(clients)
+  await traffic.stop()
+  const answered = traffic.codes
   t.ok(answered.length >= 150, `${answered.length} codes answered before the kill`)
 
   const second = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
-  const missing = []
-  for (const code of answered) {
-    const res = await fetch(`${second.url}/download/${code}`, { method: 'HEAD' })
-    if (res.status !== 200) missing.push(code)
-  }
-  t.same(missing, [], 'every answered code survived the crash')
+  t.same(await missingCodes(second.url, answered), [], 'every answered code survived the crash')
   t.equal(await stopServer(second), 0)
 })
 
@@ -80,29 +66,17 @@ t.test('kill -9 of one of two processes on one DATA_DIR in the middle of writes:
   // LMDB's write lock: the survivor must get it back (LMDB's robust mutex), not wait for ever.
   const dir = dataDir(t)
   const [survivor, victim] = await Promise.all([startServer(t, { DATA_DIR: dir, API_KEYS: KEY }), startServer(t, { DATA_DIR: dir, API_KEYS: KEY })])
-  const answered = { survivor: [] as string[], victim: [] as string[] }
-  const stopped = new AbortController()
-  const clients = ([['survivor', survivor], ['victim', victim]] as const).flatMap(([name, server]) => Array.from({ length: 6 }, async (_, c) => {
-    for (let i = 0; !stopped.signal.aborted; i++) {
-      try {
-        const up = await upload(server, `${name} client ${c} file ${i}`)
-        if (up.status === 200) answered[name].push(up.body.code!)
-      } catch { if (name === 'victim') return } // the connection died with the server
-    }
-  }))
-  while (answered.victim.length < 100) await new Promise(resolve => setTimeout(resolve, 5))
+  const onSurvivor = uploadTraffic(survivor.url, { key: KEY, clients: 6 })
+  const onVictim = uploadTraffic(victim.url, { key: KEY, clients: 6 })
+  while (onVictim.codes.length < 100) await new Promise(resolve => setTimeout(resolve, 5))
   await killServer(victim)
-  const atKill = answered.survivor.length
+  const atKill = onSurvivor.codes.length
   const deadline = Date.now() + 10_000
-  while (answered.survivor.length < atKill + 200 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 10))
-  stopped.abort()
-  await Promise.all(clients)
-  t.ok(answered.survivor.length >= atKill + 200, `the survivor answered ${answered.survivor.length - atKill} uploads after the kill (200 wanted within 10 s)`)
-  const missing = []
-  for (const code of [...answered.survivor, ...answered.victim]) {
-    if ((await fetch(`${survivor.url}/download/${code}`, { method: 'HEAD' })).status !== 200) missing.push(code)
-  }
-  t.same(missing, [], `all ${answered.survivor.length + answered.victim.length} answered codes are there, the victim's too`)
+  while (onSurvivor.codes.length < atKill + 200 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 10))
+  await Promise.all([onSurvivor.stop(), onVictim.stop()])
+  t.ok(onSurvivor.codes.length >= atKill + 200, `the survivor answered ${onSurvivor.codes.length - atKill} uploads after the kill (200 wanted within 10 s)`)
+  const answered = [...onSurvivor.codes, ...onVictim.codes]
+  t.same(await missingCodes(survivor.url, answered), [], `all ${answered.length} answered codes are there, the victim's too`)
   t.equal(await stopServer(survivor), 0)
 })
 
