@@ -10,7 +10,7 @@
 import t from 'tap'
 import { upload } from './helpers/app.js'
 import { post, sendChunk, startSession } from './helpers/chunks.js'
-import { afterFailover, loseWrites, replicated, setup as setupWith } from './helpers/failover.js'
+import { afterFailover, downloadTraffic, loseWrites, replicated, setup as setupWith } from './helpers/failover.js'
 import { startS3 } from './helpers/s3.js'
 import { bytes, sha256Of } from './helpers/streams.js'
 
@@ -73,19 +73,7 @@ t.test('during a failover requests answer 503 at once, never hang, and the servi
   const { sentinel, a } = await setup(t)
   const up = await upload(a.url, [['file', { data: 'x' }], ['max_downloads', '1000']])
   await replicated(sentinel)
-  const statuses = new Map<number, number>()
-  let slowest = 0
-  const running = { stop: false }
-  const traffic = (async () => {
-    while (!running.stop) {
-      const started = Date.now()
-      const res = await fetch(`${a.url}/download/${up.body.code as string}`)
-      await res.arrayBuffer()
-      slowest = Math.max(slowest, Date.now() - started)
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
-      if (res.status === 503) await new Promise(resolve => setTimeout(resolve, 20))
-    }
-  })()
+  const traffic = downloadTraffic([a.url], up.body.code as string)
   await new Promise(resolve => setTimeout(resolve, 300))
   const killedAt = Date.now()
   await sentinel.killPrimary()
@@ -93,8 +81,9 @@ t.test('during a failover requests answer 503 at once, never hang, and the servi
   const recovered = await afterFailover(t, () => fetch(`${a.url}/readyz`))
   t.equal(recovered.status, 200)
   const outage = Date.now() - killedAt
-  running.stop = true
-  await traffic
+  await traffic.stop()
+  const { statuses } = traffic
+  const slowest = traffic.slowest()
   t.comment(`kill -9 of the primary → ready again after ${outage} ms; answers ${JSON.stringify(Object.fromEntries(statuses))}; slowest request ${slowest} ms`)
   t.same([...statuses.keys()].filter(s => s !== 200 && s !== 503), [], 'only 200 and 503')
   t.ok(slowest < 5500, `no request waited beyond the command timeout (${slowest} ms)`)

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { upload } from './helpers/app.js'
-import { afterFailover, replicated, setup } from './helpers/failover.js'
+import { afterFailover, downloadTraffic, replicated, setup } from './helpers/failover.js'
 import { startS3 } from './helpers/s3.js'
 
 const s3 = await startS3()
@@ -22,16 +22,7 @@ for (const [how, name] of [
     const up = await upload(a.url, [['file', { data: 'x' }], ['max_downloads', '1000000']])
     t.equal(up.status, 200)
     await replicated(sentinel)
-    const statuses = new Map<number, number>()
-    const running = { stop: false }
-    const traffic = Promise.all([a.url, b.url].map(async url => {
-      while (!running.stop) {
-        const res = await fetch(`${url}/download/${up.body.code as string}`)
-        await res.arrayBuffer()
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
-        if (res.status === 503) await new Promise(resolve => setTimeout(resolve, 20))
-      }
-    }))
+    const traffic = downloadTraffic([a.url, b.url], up.body.code as string)
     await new Promise(resolve => setTimeout(resolve, 300))
     const startedAt = Date.now()
     if (how === 'SENTINEL FAILOVER') await sentinel.switchover()
@@ -42,8 +33,8 @@ for (const [how, name] of [
     const onA = await afterFailover(t, () => upload(a.url, [['file', { data: 'after, from a' }]]))
     const onB = await afterFailover(t, () => upload(b.url, [['file', { data: 'after, from b' }]]))
     const took = Date.now() - startedAt
-    running.stop = true
-    await traffic
+    await traffic.stop()
+    const { statuses } = traffic
     t.comment(`switchover done after ${switched} ms; both instances writing again after ${took} ms; answers ${JSON.stringify(Object.fromEntries(statuses))}`)
     t.equal(onA.status, 200)
     t.equal(onB.status, 200)

@@ -50,3 +50,24 @@ export async function afterFailover<T extends { status: number }> (t: Test, requ
     await new Promise(resolve => setTimeout(resolve, 100))
   }
 }
+
+/**
+ * Downloads of `code` from each of `urls`, one at a time per URL, until `stop()`: counts the
+ * answers by status and keeps the slowest request's ms. After a 503 a client waits 20 ms.
+ */
+export function downloadTraffic (urls: string[], code: string) {
+  const statuses = new Map<number, number>()
+  const seen = { slowest: 0 }
+  const stopped = new AbortController()
+  const running = Promise.all(urls.map(async url => {
+    while (!stopped.signal.aborted) {
+      const started = Date.now()
+      const res = await fetch(`${url}/download/${code}`)
+      await res.arrayBuffer()
+      seen.slowest = Math.max(seen.slowest, Date.now() - started)
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
+      if (res.status === 503) await new Promise(resolve => setTimeout(resolve, 20))
+    }
+  }))
+  return { statuses, slowest: () => seen.slowest, stop: async () => { stopped.abort(); await running } }
+}
