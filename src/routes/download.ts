@@ -44,7 +44,7 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
     206: { description: 'Resumed: the requested range of a claim named by If-Range (nothing counted).', headers, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
     404: { ...html, description: 'Unknown, malformed, expired, exhausted or deleted code (HTML page).' },
     416: { ...html, description: 'The claim\'s requested range starts past the end of the file (Content-Range: bytes */size).' },
-    429: { ...html, description: 'Too many failed lookups from this address (optional limit; Retry-After).' },
+    429: { ...html, description: 'Too many failed lookups from this address (the guessing limit; Retry-After).' },
     500: html,
     503: html
   }

@@ -34,7 +34,10 @@ export function testEnv (t: Test, pair: DriverPair, backends: Backends, extra: R
     SWEEP_INTERVAL_SECONDS: '0',
     // In-process tests share the server's event loop with their own data generation; load
     // shedding would answer 503 to the test's lag (test/http/overload.test.ts turns it on).
-    SHED_EVENT_LOOP_DELAY_MS: '0'
+    SHED_EVENT_LOOP_DELAY_MS: '0',
+    // Every test client is 127.0.0.1, and many tests look up missing codes on purpose: the
+    // guessing limit (on by default) would answer them 429. test/rate-limit.test.ts tests it.
+    RATE_LIMIT_FAILED_LOOKUPS: '0'
   }
   if (pair === 's3+redis') {
     if ((backends.redis ?? backends.redisSetup) === undefined || backends.s3 === undefined) throw new Error('s3+redis needs a test Redis and S3')

@@ -30,13 +30,15 @@ export interface StartOptions {
  * Starts the real entry point. Load shedding on event-loop delay is off unless `env` turns it
  * on: on a loaded CI machine a freshly started process can lag past the default second, and its
  * first answers would be 503 DROPCODE_BUSY (test/http/overload.test.ts tests shedding itself).
+ * So is the guessing limit: every test client is 127.0.0.1, and tests look up missing codes on
+ * purpose (test/rate-limit.test.ts tests the limit).
  */
 export async function startServer (t: Test, env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const [cmd, args] = serverCommand()
   const probe = options.probe === true ? ['--expose-gc', '--import', './test/fixtures/probe.mjs'] : []
   const child = spawn(cmd, [...probe, ...args], {
     cwd: root,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_FAILED_LOOKUPS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
     stdio: ['ignore', 'pipe', 'pipe', ...(probe.length > 0 ? ['ipc' as const] : [])]
   })
   t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
