@@ -11,6 +11,7 @@ import type { S3Client } from '@aws-sdk/client-s3'
 import multipart from '@fastify/multipart'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { Config } from './config.js'
+import { FIELD_NAME_BYTES } from './http/multipart-form.js'
 import { serverOptions } from './http/server-options.js'
 import { logDestination } from './logging.js'
 import auth from './plugins/auth.js'
@@ -70,7 +71,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(openapi)
   await app.register(multipart, {
     limits: {
-      fieldNameSize: 100, // bytes in a field name; ours are short
+      fieldNameSize: FIELD_NAME_BYTES, // bytes in a field name (urlencoded only: http/multipart-form.ts checks ours)
       fieldSize: 4096, // bytes in a text field: enough for a 255-byte UTF-8 filename or an id
       fields: 16, // text fields per request; the interface uses at most 4
       // bytes; one over the larger limit so SizeLimit sees the overflow and answers 413

@@ -1,11 +1,13 @@
 /**
  * Logger options: pino JSON, one line per request, and nothing secret in it. API keys are
- * redacted; download codes in URLs are cut to their first two characters, enough to correlate
- * a complaint without handing out the code to whoever reads the logs.
+ * redacted; whatever in a URL could be a download code, an upload id or a claim is cut to its
+ * first two characters (core/mask.ts), enough to correlate a complaint without handing the
+ * secret to whoever reads the logs; state errors lose the arguments of their Redis command.
  */
 import type { FastifyRequest } from 'fastify'
 import pino from 'pino'
 import { StartupError } from './core/errors.js'
+import { maskSecret } from './core/mask.js'
 
 /**
  * Where log lines go: stdout, written synchronously, one write per line. pino's default
@@ -27,9 +29,61 @@ export async function logDestination (format: 'json' | 'pretty' = 'json'): Promi
 }
 export type LogDestination = pino.DestinationStream
 
-const CODE_IN_URL = /^(\/(?:download|delete)\/)([^/?#]{0,2})[^/?#]*/
+/**
+ * The fixed words of dropcode's paths. Any other path segment is masked: a code or an id can
+ * stand anywhere a client puts it (`/d/CODE/extra`, `/CODE`, `/assets/CODE`), and a route added
+ * later without its words here shows them masked, which is safe (a test lists the routes).
+ */
+export const PATH_WORDS = new Set(['', 'd', 'download', 'delete', 'upload', 'start', 'chunk', 'verify', 'complete',
+  'limits', 'healthz', 'readyz', 'metrics', 'openapi.json', 'assets'])
+/** Query parameter names shown as they are (values never are): the interface's field names. */
+const QUERY_NAMES = new Set(['code', 'upload_id', 'chunk_index', 'total_chunks', 'filename', 'max_downloads', 'expiry_hours', 'sha256', 'chunk_sha256'])
 
-export const maskUrl = (url: string) => url.replace(CODE_IN_URL, (_m, route: string, head: string) => `${route}${head}****`)
+const maskQuery = (query: string) => query.split('&').map(pair => {
+  const eq = pair.indexOf('=')
+  const name = eq === -1 ? pair : pair.slice(0, eq)
+  const shown = QUERY_NAMES.has(name) ? name : maskSecret(name)
+  return eq === -1 ? shown : `${shown}=${maskSecret(pair.slice(eq + 1))}`
+}).join('&')
+
+/**
+ * A request target as logged: fixed words kept, every other path segment and every query value
+ * masked. Anything after `;` or `#` (which routers may treat as the path's end) is masked too.
+ * @param servedFile the path named a file that was served (a static asset), so it holds no secret
+ */
+export function maskUrl (url: string, servedFile = false): string {
+  const end = url.search(/[?;#]/)
+  const path = end === -1 ? url : url.slice(0, end)
+  // A served path is kept only in plain form: `/assets/CODE/../app.js` serves app.js too.
+  const plain = servedFile && /^[\w./-]*$/.test(path) && !/\/\.\.?(\/|$)/.test(path)
+  const shown = plain ? path : path.split('/').map(s => PATH_WORDS.has(s) ? s : maskSecret(s)).join('/')
+  if (end === -1) return shown
+  const rest = url.slice(end + 1)
+  return `${shown}${url[end]}${url[end] === '?' ? maskQuery(rest) : maskSecret(rest)}`
+}
+
+/**
+ * pino's error serializer, minus the arguments of a failed Redis command: ioredis puts the
+ * command on its errors (`command: { name, args }`), and the args hold keys with codes, claim
+ * ids and upload ids.
+ */
+export function serializeError (err: Error): ReturnType<typeof pino.stdSerializers.err> {
+  return withoutCommandArgs(pino.stdSerializers.err(err), 0) as ReturnType<typeof pino.stdSerializers.err>
+}
+
+/** `value` with every `command.args` left out; copies what it changes, never the logged error itself. */
+function withoutCommandArgs (value: unknown, depth: number): unknown {
+  if (depth > 4 || value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || value instanceof Date) return value
+  if (Array.isArray(value)) return value.map(v => withoutCommandArgs(v, depth + 1))
+  const out: Record<string, unknown> = depth === 0 ? value as Record<string, unknown> : { ...value }
+  for (const [key, v] of Object.entries(out)) {
+    const command = v as { name?: unknown, args?: unknown } | null
+    out[key] = key === 'command' && command !== null && typeof command === 'object' && 'args' in command
+      ? { name: command.name }
+      : withoutCommandArgs(v, depth + 1)
+  }
+  return out
+}
 
 export function loggerOptions (level: string, stream: LogDestination) {
   return {
@@ -39,7 +93,8 @@ export function loggerOptions (level: string, stream: LogDestination) {
     serializers: {
       req (req: FastifyRequest) {
         return { method: req.method, url: maskUrl(req.url), remoteAddress: req.ip }
-      }
+      },
+      err: serializeError
     }
   }
 }

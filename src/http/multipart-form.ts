@@ -31,6 +31,14 @@ export interface FormResult<S extends TObject, T> {
 
 const LIMIT_CODES = new Set(['FST_PARTS_LIMIT', 'FST_FILES_LIMIT', 'FST_FIELDS_LIMIT'])
 
+/**
+ * Bytes in a part's name (its Content-Disposition `name`). Ours are short; a longer one is a 400.
+ * Enforced here: busboy applies its `fieldNameSize` limit to urlencoded bodies only, and in a
+ * multipart body keeps up to 80 KiB of a part's headers and drops the rest, so a 1 MB name
+ * arrived cut and untold (its `fieldnameTruncated` is always false) and was accepted.
+ */
+export const FIELD_NAME_BYTES = 100
+
 /** Maps an error thrown by the multipart parser to the catalogue. */
 function parserError (err: unknown): DropcodeError {
   if (isDropcodeError(err)) return err
@@ -75,6 +83,9 @@ export async function readForm<S extends TObject, T> (
       }
       if (next.done === true) break
       const part = next.value
+      if (Buffer.byteLength(part.fieldname ?? '') > FIELD_NAME_BYTES || (part.type === 'field' && part.fieldnameTruncated)) {
+        throw new DropcodeError('DROPCODE_INVALID_FIELD', `A part's name is longer than ${FIELD_NAME_BYTES} bytes.`)
+      }
       if (part.type === 'file') {
         if (fileField === '') throw new DropcodeError('DROPCODE_INVALID_FIELD', 'This endpoint takes no file part.')
         if (part.fieldname !== fileField) {

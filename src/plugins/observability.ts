@@ -1,6 +1,6 @@
 /**
- * Metrics and request logs. One log line per request (route, status, bytes, duration; codes in
- * URLs masked by logging.ts), the request-duration histogram, and GET /metrics.
+ * Metrics and request logs. One log line per request (route, status, bytes, duration; codes,
+ * upload ids and claims in URLs masked by logging.ts), the request-duration histogram, and GET /metrics.
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
@@ -25,7 +25,8 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
     const fields = {
       method: req.method,
       route,
-      url: maskUrl(req.url),
+      // A static asset that was served names a file of the page, not a secret.
+      url: maskUrl(req.url, route === '/assets/*' && status < 400),
       status,
       ms: Math.round(reply.elapsedTime),
       bytesIn: Number(req.headers['content-length'] ?? 0),

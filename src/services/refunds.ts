@@ -9,9 +9,10 @@
  * The queue is in memory, per instance, and bounded: a crash of the instance loses the refunds
  * still queued (each one a download counted but never served; see docs/crashes.md), a full
  * queue refuses new ones, and a shutdown waits a bounded time for the queue to empty. Every
- * refund given up is logged at error level with its claim id.
+ * refund given up is logged at error level with the start of its claim id.
  */
 import type { FastifyBaseLogger } from 'fastify'
+import { maskSecret } from '../core/mask.js'
 import type { Metrics } from '../metrics.js'
 import type { FileStore } from '../state/index.js'
 
@@ -32,11 +33,12 @@ export interface RefundQueueOptions {
 interface Pending { code: string, claimId: string, since: number }
 
 /**
- * What a log line says about a refund: the code's first two characters (as in request logs: the
- * code itself lets anyone download) and the claim id, which finds the claim among the codes
- * with that start (`{p}file:{XY…}:claims`) for an operator who wants to undo it by hand.
+ * What a log line says about a refund: the first two characters of the code and of the claim
+ * id (as in request logs: the code lets anyone download, the claim id resumes a download), which
+ * find the claim among the codes with that start (`{p}file:{XY…}:claims`) for an operator who
+ * wants to undo it by hand.
  */
-const logged = (r: { code: string, claimId: string }) => ({ code: r.code.slice(0, 2), claimId: r.claimId })
+const logged = (r: { code: string, claimId: string }) => ({ code: maskSecret(r.code), claimId: maskSecret(r.claimId) })
 
 export type RefundQueue = ReturnType<typeof createRefundQueue>
 

@@ -17,6 +17,7 @@ import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
 import type { BlobStore, ChunkReceipt } from '../blob/index.js'
 import { DropcodeError } from '../core/errors.js'
+import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
 import { sessionOwner, type ChunkRecord, type SessionView } from '../core/model.js'
@@ -254,7 +255,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         return result
       } catch (err) {
         if (!(err instanceof DropcodeError && err.code === 'DROPCODE_DIGEST_MISMATCH')) {
-          if (assembled) log.warn({ err, uploadId: id }, 'completion failed after the chunks were assembled')
+          if (assembled) log.warn({ err, uploadId: maskSecret(id) }, 'completion failed after the chunks were assembled')
           await sessions.releaseCompletion(id, now()).catch(() => {})
         }
         throw err
