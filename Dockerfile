@@ -33,11 +33,17 @@ FROM ${NODE_IMAGE} AS runtime
 WORKDIR /app
 
 # HOST/PORT match src/config.ts (whose defaults are the same); set explicitly
-# because the server must listen on 0.0.0.0 inside a container.
+# because the server must listen on 0.0.0.0 inside a container. The metrics
+# listener defaults to 127.0.0.1 (outside a container: the public must not read
+# it); here loopback would hide it from the scraper too, so it listens on the
+# container's network. Publish only PORT (`-p 127.0.0.1:3000:3000`, never -P):
+# 9464 is for a scraper on the container network. METRICS_PORT=off: no metrics.
 ENV NODE_ENV=production \
     DATA_DIR=/data \
     HOST=0.0.0.0 \
-    PORT=3000
+    PORT=3000 \
+    METRICS_HOST=0.0.0.0 \
+    METRICS_PORT=9464
 
 # package.json is needed at runtime too ("type": "module" for dist/*.js).
 COPY package.json package-lock.json ./
@@ -52,7 +58,8 @@ RUN mkdir -p /data && chown node:node /data
 VOLUME /data
 
 USER node
-EXPOSE 3000
+# 3000: the service; 9464: Prometheus metrics, for the scraper only (not to be published).
+EXPOSE 3000 9464
 
 # No HEALTHCHECK: the slim image has no curl/wget; let the orchestrator probe
 # the HTTP endpoint instead.

@@ -12,6 +12,8 @@ const ROOT = path.resolve(import.meta.dirname, '..')
 export interface BenchServer {
   pid: number
   url: string
+  /** The metrics listener's URL, from the start-up banner (METRICS_PORT=0: a free port, so instances never collide on 9464). */
+  metricsUrl: string
   child: ChildProcess
   /** ms from spawning to the first answered request. */
   readyMs: number
@@ -27,11 +29,23 @@ export async function startServerProcess (env: Record<string, string>, nodeArgs:
     cwd: ROOT,
     // Only what we set: a stray S3_BUCKET or REDIS_URL in the caller's shell must not switch drivers.
     // The guessing limit is off: the load comes from one address, which would measure 429s.
-    env: { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', RATE_LIMIT_FAILED_LOOKUPS: '0', ...env, PORT: String(port), HOST: '127.0.0.1', API_KEYS: BENCH_KEY, LOG_LEVEL: 'warn' },
+    env: { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', RATE_LIMIT_FAILED_LOOKUPS: '0', ...env, PORT: String(port), METRICS_PORT: '0', HOST: '127.0.0.1', API_KEYS: BENCH_KEY, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   child.stdout!.pipe(process.stderr)
   child.stderr!.pipe(process.stderr)
+  // The start-up banner names the metrics listener's URL (METRICS_PORT=0: a free port).
+  let banner = ''
+  const metricsUrl = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no metrics URL in the start-up banner within 60 s')), 60_000).unref()
+    const read = (c: Buffer) => {
+      banner += c.toString()
+      const m = /^ {2}metrics: (http:\/\/\S+\/metrics)\b/m.exec(banner)
+      if (m !== null) { clearTimeout(timer); child.stderr!.off('data', read); resolve(m[1]!) }
+    }
+    child.stderr!.on('data', read)
+  })
+  metricsUrl.catch(() => {}) // awaited below, once the service answers
   const killOnExit = () => child.kill('SIGKILL')
   process.once('exit', killOnExit)
   child.once('exit', () => process.off('exit', killOnExit))
@@ -52,6 +66,7 @@ export async function startServerProcess (env: Record<string, string>, nodeArgs:
   return {
     pid: child.pid,
     url,
+    metricsUrl: await metricsUrl, // the metrics listener starts just after the service port
     child,
     readyMs,
     async stop () {

@@ -27,6 +27,8 @@ export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', minLength: 1 }),
   TRUST_PROXY: Type.String({ description: 'false, a hop count such as 1, or comma-separated proxy addresses/CIDRs such as 10.0.0.0/8', default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
   PORT: Int(0, 65535, 3000),
+  METRICS_HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
+  METRICS_PORT: Type.String({ description: 'a port from 0 to 65535, or off', default: '9464', pattern: '^([0-9]{1,5}|off)$' }),
   CORS_ORIGINS: Type.String({ description: 'empty (off), * (any origin), or comma-separated origins such as https://tools.example.com,http://localhost:5173', default: '', pattern: '^\\s*(\\*|https?://[^\\s,/]+(\\s*,\\s*https?://[^\\s,/]+)*)?\\s*$' }),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map(l => Type.Literal(l)), { default: 'info' }),
   LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
@@ -138,6 +140,11 @@ export interface Config {
    */
   trustProxy: false | number | string[]
   port: number
+  /**
+   * Where Prometheus metrics are served (GET /metrics), apart from the service port; false with
+   * METRICS_PORT=off. Port 0: any free port (tests).
+   */
+  metrics: { host: string, port: number } | false
   logLevel: string
   /** Origins whose pages may call the API from a browser (CORS); empty = off, ['*'] = any. */
   corsOrigins: string[]
@@ -306,6 +313,10 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     state = { driver: 'local', dir: path.join(dataDir, 'state'), maxRecords: int('LOCAL_STATE_MAX_RECORDS') }
   }
 
+  const metricsPort = e.METRICS_PORT === 'off' ? undefined : Number(e.METRICS_PORT)
+  if (metricsPort !== undefined && metricsPort > 65535) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must be a port from 0 to 65535, or off`)
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === int('PORT')) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must differ from PORT (metrics have their own listener), or be off`)
+
   const apiKeys = (e.API_KEYS ?? '').split(',').map(k => k.trim()).filter(k => k !== '')
   const apiKeyGenerated = apiKeys.length === 0
   if (apiKeyGenerated) apiKeys.push(randomBytes(24).toString('base64url'))
@@ -319,6 +330,7 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
     host: e.HOST,
     trustProxy,
     port: int('PORT'),
+    metrics: metricsPort === undefined ? false : { host: e.METRICS_HOST, port: metricsPort },
     logLevel: e.LOG_LEVEL,
     logFormat: e.LOG_FORMAT,
     corsOrigins: e.CORS_ORIGINS.split(',').map(o => o.trim()).filter(o => o !== ''),

@@ -1,5 +1,6 @@
 /**
- * Entry point: reads the environment once, builds the app, listens, says where it serves, and
+ * Entry point: reads the environment once, builds the app, listens (the service port, then the
+ * metrics port: http/metrics-listener.ts), says where it serves, and
  * shuts down gracefully on SIGTERM/SIGINT (plugins/lifecycle.ts: drain, stop accepting, let
  * in-flight requests finish, close the store clients), with a hard deadline in case a shutdown
  * hangs. A start-up failure is one readable line and a hint on stderr (exit 2 for a bad
@@ -17,6 +18,8 @@ import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { StartupError } from './core/errors.js'
 import { startupBanner } from './http/banner.js'
+import { listenError } from './http/listen-error.js'
+import { startMetricsListener, type MetricsListener } from './http/metrics-listener.js'
 
 const EXIT_CLOSE_MS = 5000
 
@@ -35,15 +38,6 @@ async function exitAfter (close: () => Promise<unknown>, code: number): Promise<
   process.exit(code)
 }
 
-/** A listen() failure as a StartupError. */
-function listenError (err: NodeJS.ErrnoException, config: Config): StartupError {
-  const where = `port ${config.port} on ${config.host}`
-  if (err.code === 'EADDRINUSE') return new StartupError(`${where} is already in use (PORT)`, 'stop the other server there, or choose another PORT')
-  if (err.code === 'EACCES') return new StartupError(`not allowed to listen on ${where} (PORT)`, 'ports below 1024 need privileges: use PORT=3000 behind a proxy')
-  if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND') return new StartupError(`cannot listen on ${config.host} (HOST): ${err.code}`, 'use an address of this machine, 127.0.0.1 or 0.0.0.0')
-  return new StartupError(`cannot listen on ${where}: ${err.code ?? err.message}`, 'check HOST and PORT', { cause: err })
-}
-
 let config: Config
 try {
   config = loadConfig(process.env)
@@ -60,12 +54,27 @@ try {
   fail(`could not start: ${(err as Error).message}`, 'run with LOG_LEVEL=debug for details', 1)
 }
 
+let metrics: MetricsListener | undefined
+// Closed with the app, after its own listener: scrapes go on while the instance drains.
+app.addHook('onClose', async () => { await metrics?.close() })
+
 try {
   await app.listen({ host: config.host, port: config.port })
 } catch (err) {
-  const { message, hint } = listenError(err as NodeJS.ErrnoException, config)
+  const { message, hint } = listenError(err as NodeJS.ErrnoException, { host: config.host, port: config.port, hostSetting: 'HOST', portSetting: 'PORT', unprivileged: 3000 })
   process.stderr.write(startupLine(message, hint))
   await exitAfter(() => app.close(), 1)
+}
+
+// After the service port, so that a second instance started by mistake is told about PORT.
+if (config.metrics !== false) {
+  try {
+    metrics = await startMetricsListener(app.metrics.registry, config.metrics, app.log)
+  } catch (err) {
+    const { message, hint } = err instanceof StartupError ? err : { message: `could not start the metrics listener: ${(err as Error).message}`, hint: 'or METRICS_PORT=off' }
+    process.stderr.write(startupLine(message, hint))
+    await exitAfter(() => app.close(), 1)
+  }
 }
 
 let crashing = false
@@ -76,7 +85,7 @@ process.on('uncaughtException', err => {
   exitAfter(() => app.state.close(), 1).catch(() => {})
 })
 
-process.stderr.write(startupBanner(config, app.server.address()))
+process.stderr.write(startupBanner(config, app.server.address(), metrics?.address))
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {

@@ -5,7 +5,7 @@ import { parse } from 'yaml'
 import { EnvSchema, loadConfig } from '../src/config.js'
 
 const compose = parse(fs.readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8')) as {
-  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], build?: unknown, image?: string, volumes?: string[], stop_grace_period?: string }>
+  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], expose?: Array<string | number>, build?: unknown, image?: string, volumes?: string[], stop_grace_period?: string }>
 }
 
 t.test('the stack has the service, Redis, MinIO and the bucket setup', async t => {
@@ -16,11 +16,16 @@ t.test('the stack has the service, Redis, MinIO and the bucket setup', async t =
   t.ok(fs.existsSync(new URL('../minio/setup.sh', import.meta.url)))
 })
 
-t.test('the service environment uses only real settings, and they load', async t => {
+/** The dropcode service's environment as a map. */
+function serviceEnv (): Record<string, string> {
   const raw = compose.services.dropcode!.environment!
-  const env: Record<string, string> = Array.isArray(raw)
+  return Array.isArray(raw)
     ? Object.fromEntries(raw.map(kv => kv.split(/=(.*)/s).slice(0, 2) as [string, string]))
     : raw
+}
+
+t.test('the service environment uses only real settings, and they load', async t => {
+  const env = serviceEnv()
   for (const name of Object.keys(env)) t.ok(name in EnvSchema.properties, `${name} is a dropcode setting`)
   const resolved = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v).replace(/\$\{(\w+):-([^}]*)\}/g, '$2')]))
   const config = loadConfig(resolved)
@@ -29,6 +34,18 @@ t.test('the service environment uses only real settings, and they load', async t
   t.equal(config.storage.driver, 's3')
   t.equal(config.state.driver, 'redis')
   t.match(compose.services.dropcode!.ports, [/3000/])
+})
+
+t.test('metrics: on the compose network for a scraper, never published on the host (metrics_oracle)', async t => {
+  const config = loadConfig(serviceEnv())
+  t.same(config.metrics, { host: '0.0.0.0', port: 9464 }, 'listening on the container network')
+  t.same((compose.services.dropcode!.expose ?? []).map(String), ['9464'], 'exposed to the compose network')
+  for (const [name, service] of Object.entries(compose.services)) {
+    for (const mapping of service.ports ?? []) t.notMatch(String(mapping), /(^|:)9464$/, `${name}: ${mapping} does not publish the metrics port`)
+  }
+  const dockerfile = fs.readFileSync(new URL('../Dockerfile', import.meta.url), 'utf8')
+  t.match(dockerfile, /^EXPOSE 3000 9464$/m)
+  t.match(dockerfile, /^\s+METRICS_HOST=0\.0\.0\.0 \\$/m, 'the image listens for the scraper on its network')
 })
 
 t.test('the Dockerfile runs as a non-root user', async t => {

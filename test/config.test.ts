@@ -95,3 +95,16 @@ t.test('one way to reach Redis: REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINE
   ]
   for (const [env, message] of bad) t.throws(() => loadConfig(env), message, JSON.stringify(env))
 })
+
+t.test('metrics have their own listener: 127.0.0.1:9464 by default, METRICS_PORT=0 for any free port, off for none', async t => {
+  t.same(loadConfig({}).metrics, { host: '127.0.0.1', port: 9464 }, 'loopback: the service may listen everywhere, its metrics do not')
+  t.same(loadConfig({ METRICS_HOST: '0.0.0.0', METRICS_PORT: '0' }).metrics, { host: '0.0.0.0', port: 0 })
+  t.equal(loadConfig({ METRICS_PORT: 'off' }).metrics, false)
+  for (const [env, message] of [
+    [{ METRICS_PORT: '70000' }, /^invalid METRICS_PORT="70000": must be a port from 0 to 65535, or off$/],
+    [{ METRICS_PORT: 'no' }, /^invalid METRICS_PORT="no": must be a port from 0 to 65535, or off$/],
+    [{ METRICS_PORT: '3000' }, /^invalid METRICS_PORT="3000": must differ from PORT/],
+    [{ PORT: '8080', METRICS_PORT: '8080' }, /^invalid METRICS_PORT="8080": must differ from PORT/]
+  ] as const) t.throws(() => loadConfig(env), message, JSON.stringify(env))
+  t.same(loadConfig({ PORT: '0', METRICS_PORT: '0' }).metrics, { host: '127.0.0.1', port: 0 }, 'both on free ports (tests)')
+})

@@ -22,8 +22,9 @@ function capturedLogger () {
   return { lines, logger: pino({ level: 'info' }, stream) }
 }
 
-async function metricValue (url: string, name: string, labels = ''): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text()
+/** A value from the metrics listener (`metricsUrl`), 0 when the series is absent. */
+async function metricValue (metricsUrl: string, name: string, labels = ''): Promise<number> {
+  const text = await (await fetch(metricsUrl)).text()
   const line = text.split('\n').find(l => l.startsWith(`${name}${labels} `) || (labels === '' && l.startsWith(`${name} `)))
   return line === undefined ? 0 : Number(line.split(' ').pop())
 }
@@ -60,7 +61,7 @@ t.test('readyz answers 503 as soon as draining starts; other routes keep serving
 })
 
 t.test('metrics count uploads, downloads by outcome, refusals by reason, sessions and sweeps', async t => {
-  const { url, app } = await startApp(t, testConfig(t, 'fs+local', {}))
+  const { url, metricsUrl, app } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: bytes(1000) }]])
   await (await fetch(`${url}/download/${up.body.code as string}`)).arrayBuffer()
   await fetch(`${url}/download/${up.body.code as string}`) // exhausted
@@ -70,23 +71,23 @@ t.test('metrics count uploads, downloads by outcome, refusals by reason, session
   await sendChunk(url, id, 0, bytes(10))
   await post(url, '/upload/complete', [['upload_id', id]])
   await app.sweeper.sweepOnce()
-  t.equal(await metricValue(url, 'dropcode_uploads_total', '{kind="single"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_uploads_total', '{kind="chunked"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_upload_bytes_total'), 1010)
-  t.equal(await metricValue(url, 'dropcode_downloads_total', '{outcome="served"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_download_bytes_total'), 1000)
-  t.equal(await metricValue(url, 'dropcode_download_refusals_total', '{reason="exhausted"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_download_refusals_total', '{reason="unknown"}'), 2)
-  t.equal(await metricValue(url, 'dropcode_chunked_sessions_total', '{event="opened"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_chunked_sessions_total', '{event="completed"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_sweeper_runs_total'), 1)
-  t.equal(await metricValue(url, 'dropcode_cleanup_due_objects'), 0)
-  t.ok(await metricValue(url, 'dropcode_http_request_duration_seconds_count', '{method="POST",route="/upload",status="200"}') >= 1)
-  t.ok(await metricValue(url, 'dropcode_process_resident_memory_bytes') > 0, 'process metrics')
+  t.equal(await metricValue(metricsUrl, 'dropcode_uploads_total', '{kind="single"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_uploads_total', '{kind="chunked"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_upload_bytes_total'), 1010)
+  t.equal(await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="served"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_download_bytes_total'), 1000)
+  t.equal(await metricValue(metricsUrl, 'dropcode_download_refusals_total', '{reason="exhausted"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_download_refusals_total', '{reason="unknown"}'), 2)
+  t.equal(await metricValue(metricsUrl, 'dropcode_chunked_sessions_total', '{event="opened"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_chunked_sessions_total', '{event="completed"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_sweeper_runs_total'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_cleanup_due_objects'), 0)
+  t.ok(await metricValue(metricsUrl, 'dropcode_http_request_duration_seconds_count', '{method="POST",route="/upload",status="200"}') >= 1)
+  t.ok(await metricValue(metricsUrl, 'dropcode_process_resident_memory_bytes') > 0, 'process metrics')
 })
 
 t.test('an aborted download is counted once, as aborted, and is used up', async t => {
-  const { url } = await startApp(t, testConfig(t, 'fs+local', {}))
+  const { url, metricsUrl } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: bytes(8 * 1024 * 1024) }]])
   const controller = new AbortController()
   const res = await fetch(`${url}/download/${up.body.code as string}`, { signal: controller.signal })
@@ -95,19 +96,19 @@ t.test('an aborted download is counted once, as aborted, and is used up', async 
   controller.abort()
   await reader.closed.catch(() => {})
   await eventually(async () => {
-    if (await metricValue(url, 'dropcode_downloads_total', '{outcome="aborted"}') === 0) throw new Error('not counted yet')
+    if (await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="aborted"}') === 0) throw new Error('not counted yet')
   })
-  t.equal(await metricValue(url, 'dropcode_downloads_total', '{outcome="aborted"}'), 1)
-  t.equal(await metricValue(url, 'dropcode_downloads_total', '{outcome="served"}'), 0)
+  t.equal(await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="aborted"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="served"}'), 0)
   t.equal((await fetch(`${url}/download/${up.body.code as string}`)).status, 404, 'a claimed download counts even when cut')
 })
 
 t.test('backend errors are counted', async t => {
-  const { url } = await startApp(t, testConfig(t, 's3+redis', { redis, s3 }))
+  const { url, metricsUrl } = await startApp(t, testConfig(t, 's3+redis', { redis, s3 }))
   await redis.stop()
   t.teardown(() => redis.start())
   t.equal((await upload(url, [['file', { data: 'x' }]])).status, 503)
-  t.equal(await metricValue(url, 'dropcode_backend_errors_total', '{backend="state"}'), 1)
+  t.equal(await metricValue(metricsUrl, 'dropcode_backend_errors_total', '{backend="state"}'), 1)
 })
 
 t.test('one log line per request: route, status, bytes, duration; no key, no full code', async t => {

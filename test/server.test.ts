@@ -77,7 +77,7 @@ t.test('SIGTERM to `npm start` stops the service (npm_start_leaves_node_running)
   // --ignore-scripts: not the build first (other test files run servers from dist/ meanwhile)
   const child = spawn(npm[0]!, [...npm.slice(1), 'start', '--silent', '--ignore-scripts'], {
     cwd: root,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0' },
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0' },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
@@ -106,6 +106,7 @@ t.test('the start-up banner says where it serves, with which drivers, and the ke
   const server = await startServer({ DATA_DIR: dir, LOG_LEVEL: 'error' })
   const banner = server.stderr()
   t.match(banner, /^dropcode is serving on 127\.0\.0\.1, port \d+:$/m)
+  t.match(banner, /^ {2}metrics: http:\/\/127\.0\.0\.1:\d+\/metrics$/m, 'the metrics listener, on loopback by default')
   t.match(banner, /^ {2}storage: files under .*blobs$/m)
   t.match(banner, /^ {2}state: {3}LMDB under .*state$/m)
   const key = /API key \(generated for this run; set API_KEYS to keep keys across restarts\): (\S+)$/m.exec(banner)?.[1]

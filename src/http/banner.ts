@@ -1,18 +1,31 @@
 /**
- * The start-up banner, printed on stderr whatever LOG_LEVEL is: where the service answers, which
- * drivers it uses, and the API key when one was generated (without it nobody can upload).
+ * The start-up banner, printed on stderr whatever LOG_LEVEL is: where the service answers, where
+ * its metrics are (their own listener), which drivers it uses, and the API key when one was
+ * generated (without it nobody can upload).
  */
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
 import { describeRedis, type Config } from '../config.js'
 
-export function startupBanner (config: Config, address: string | AddressInfo | null): string {
+const isEverywhere = (host: string) => host === '0.0.0.0' || host === '::'
+const hostInUrl = (host: string) => host.includes(':') ? `[${host}]` : host
+
+/** The metrics line: their URL (`metrics` is the address bound), or off. */
+function metricsLine (config: Config, metrics: AddressInfo | undefined): string {
+  if (config.metrics === false || metrics === undefined) return '  metrics: off (METRICS_PORT=off)'
+  const { host } = config.metrics
+  return isEverywhere(host)
+    ? `  metrics: http://localhost:${metrics.port}/metrics (every network interface: METRICS_HOST=${host})`
+    : `  metrics: http://${hostInUrl(host)}:${metrics.port}/metrics`
+}
+
+export function startupBanner (config: Config, address: string | AddressInfo | null, metrics?: AddressInfo): string {
   const port = typeof address === 'object' && address !== null ? address.port : config.port
-  const everywhere = config.host === '0.0.0.0' || config.host === '::'
+  const everywhere = isEverywhere(config.host)
   const urls = everywhere
     ? [`http://localhost:${port}/`, ...Object.values(os.networkInterfaces()).flat()
         .filter(i => i !== undefined && i.family === 'IPv4' && !i.internal).map(i => `http://${i!.address}:${port}/`)]
-    : [`http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}/`]
+    : [`http://${hostInUrl(config.host)}:${port}/`]
   const storage = config.storage.driver === 's3'
     ? `S3 bucket ${config.storage.bucket}${config.storage.endpoint !== undefined ? ` at ${config.storage.endpoint}` : ''}${config.storage.prefix !== '' ? ` under ${config.storage.prefix}` : ''}`
     : `files under ${config.storage.dir}`
@@ -24,6 +37,7 @@ export function startupBanner (config: Config, address: string | AddressInfo | n
       ? `dropcode is serving on every network interface, port ${port} (HOST=${config.host}; HOST=127.0.0.1 serves this machine only):`
       : `dropcode is serving on ${config.host}, port ${port}:`,
     ...urls.map(u => `  ${u}`),
+    metricsLine(config, metrics),
     `  storage: ${storage}`,
     `  state:   ${state}`,
     config.apiKeyGenerated

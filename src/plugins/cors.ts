@@ -3,12 +3,12 @@
  * and delete from the browser. Off by default: without it browsers keep other origins' scripts
  * from reading our answers, which is what a service holding API keys wants unless told otherwise.
  *
- * Only the API routes take part (uploads, downloads, deletes, /limits); our own pages, metrics
- * and health checks stay same-origin. Preflights are answered in the onRequest hook, registered
- * before the key check and the rate limits: a browser sends no X-Client-Key on a preflight, so
- * it must never meet them. No credentials (cookies) are involved; the key travels as a header,
- * which is why X-Client-Key is an allowed request header. The headers a client needs to verify
- * and resume a download are exposed to scripts.
+ * Only the API routes take part (uploads, downloads, deletes, /limits); our own pages and health
+ * checks stay same-origin (metrics are not on this port at all). Preflights are answered in the
+ * onRequest hook, registered before the key check and the rate limits: a browser sends no
+ * X-Client-Key on a preflight, so it must never meet them. No credentials (cookies) are
+ * involved; the key travels as a header, which is why X-Client-Key is an allowed request header.
+ * The headers a client needs to verify and resume a download are exposed to scripts.
  */
 import cors from '@fastify/cors'
 import type { FastifyInstance, FastifyRequest } from 'fastify'

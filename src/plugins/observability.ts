@@ -1,6 +1,8 @@
 /**
  * Metrics and request logs. One log line per request (route, status, bytes, duration; codes,
- * upload ids and claims in URLs masked by logging.ts), the request-duration histogram, and GET /metrics.
+ * upload ids and claims in URLs masked by logging.ts) and the request-duration histogram. The
+ * metrics are served on their own listener (http/metrics-listener.ts, started by server.ts), never
+ * on the service port, where /metrics is an unknown route (404).
  */
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
@@ -35,10 +37,5 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
     }
     if (status >= 500) req.log.error(fields, 'request')
     else req.log.info(fields, 'request')
-  })
-
-  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) => {
-    reply.type(metrics.registry.contentType)
-    return await metrics.registry.metrics()
   })
 }, { name: 'observability', dependencies: ['stores'] })

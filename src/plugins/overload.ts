@@ -8,8 +8,9 @@
  *   over (finished or cut).
  * - Load shedding (@fastify/under-pressure): while the event loop lags more than
  *   SHED_EVENT_LOOP_DELAY_MS, or the heap holds more than SHED_HEAP_USED_PERCENT of its limit,
- *   new requests are refused. Health, readiness and metrics are always answered: a balancer must
- *   still see the instance (and /readyz says "overloaded").
+ *   new requests are refused. Health and readiness are always answered: a balancer must still
+ *   see the instance (and /readyz says "overloaded"). Metrics have their own listener, outside
+ *   these checks.
  */
 import v8 from 'node:v8'
 import underPressure from '@fastify/under-pressure'
@@ -20,7 +21,7 @@ import { DropcodeError } from '../core/errors.js'
 
 /** Seconds a refused client is asked to wait. */
 const RETRY_AFTER_S = 2
-const ALWAYS_ANSWERED = new Set(['/healthz', '/readyz', '/metrics', '/openapi.json'])
+const ALWAYS_ANSWERED = new Set(['/healthz', '/readyz', '/openapi.json'])
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -83,7 +83,7 @@ t.test('Redis paused for 8 s while downloads run: over-served 0, counted-but-nev
   t.equal(served, LIMIT, 'over-served 0, and no download burnt')
   t.equal(await counted(), LIMIT)
 
-  const metrics = await (await fetch(`${server.url}/metrics`)).text()
+  const metrics = await (await fetch(server.metricsUrl!)).text()
   t.equal(metric(metrics, 'dropcode_claim_refunds_total{event="queued"}'), 4)
   t.equal(metric(metrics, 'dropcode_claim_refunds_total{event="refunded"}'), 4)
   t.equal(metric(metrics, 'dropcode_claim_refunds_pending'), 0)
@@ -141,7 +141,7 @@ t.test('the connection to Redis breaks with claims unanswered: they run later, a
   let served = 0
   while ((await fetch(`${server.url}/download/${code}`).then(async res => { await res.arrayBuffer(); return res.status })) === 200) served++
   t.equal(served, LIMIT, 'the whole limit is still there')
-  const metrics = await (await fetch(`${server.url}/metrics`)).text()
+  const metrics = await (await fetch(server.metricsUrl!)).text()
   t.equal(metric(metrics, 'dropcode_claim_refunds_total{event="refunded"}'), 2)
   t.ok(server.logs.some(l => l.msg === 'could not refund a download claim yet; retrying'), 'refunds were retried')
 })

@@ -1,6 +1,7 @@
 /**
  * Builds apps for tests: one config per test (fresh data dir, Redis prefix and bucket), a real
- * listening server on 127.0.0.1:0, and teardown that closes it.
+ * listening server on 127.0.0.1:0 with its metrics listener (as server.ts starts them), and
+ * teardown that closes both.
  */
 import { randomBytes } from 'node:crypto'
 import type { AddressInfo } from 'node:net'
@@ -8,6 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { buildApp, type AppOverrides } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
+import { startMetricsListener } from '../../src/http/metrics-listener.js'
 import type { TestRedis } from './redis-server.js'
 import type { TestS3 } from './s3.js'
 import { dataDir } from './tmp.js'
@@ -58,16 +60,20 @@ export function testConfig (t: Test, pair: DriverPair, backends: Backends, extra
 export interface RunningApp {
   app: FastifyInstance
   url: string
+  /** GET here for the Prometheus metrics (their own listener, never the service port). */
+  metricsUrl: string
   config: Config
 }
 
-/** Builds the app, listens on a free port, and closes it at the end of the test. */
+/** Builds the app, listens on free ports (service and metrics), and closes both at the end of the test. */
 export async function startApp (t: Test, config: Config, overrides: AppOverrides = {}): Promise<RunningApp> {
   const app = await buildApp(config, overrides)
   t.teardown(() => app.close())
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as AddressInfo
-  return { app, url: `http://127.0.0.1:${port}`, config }
+  const metrics = await startMetricsListener(app.metrics.registry, { host: '127.0.0.1', port: 0 }, app.log)
+  t.teardown(() => metrics.close())
+  return { app, url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.1:${metrics.address.port}/metrics`, config }
 }
 
 /** A multipart body for fetch, fields in the order given. */

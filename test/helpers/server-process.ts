@@ -13,6 +13,8 @@ export const root = path.resolve(import.meta.dirname, '../..')
 export interface ServerProcess {
   child: ChildProcess
   url: string
+  /** Where the metrics listener answers (`http://127.0.0.1:PORT/metrics`); undefined with METRICS_PORT=off. */
+  metricsUrl: string | undefined
   /** JSON log lines from stdout. */
   logs: Array<Record<string, unknown>>
   stderr: () => string
@@ -32,32 +34,34 @@ export interface StartOptions {
  * first answers would be 503 DROPCODE_BUSY (test/http/overload.test.ts tests shedding itself).
  * So is the guessing limit: every test client is 127.0.0.1, and tests look up missing codes on
  * purpose (test/rate-limit.test.ts tests the limit).
+ * Both listeners take free ports (PORT=0, METRICS_PORT=0), so any number of servers run at once.
  */
 export async function startServer (t: Test, env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {
   const [cmd, args] = serverCommand()
   const probe = options.probe === true ? ['--expose-gc', '--import', './test/fixtures/probe.mjs'] : []
   const child = spawn(cmd, [...probe, ...args], {
     cwd: root,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_FAILED_LOOKUPS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DRAIN_DELAY_SECONDS: '0', SHED_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_FAILED_LOOKUPS: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env },
     stdio: ['ignore', 'pipe', 'pipe', ...(probe.length > 0 ? ['ipc' as const] : [])]
   })
   t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
   const logs: Array<Record<string, unknown>> = []
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })
-  // The start-up banner (stderr, whatever LOG_LEVEL is) names the URL once the server listens.
-  const url = await new Promise<string>((resolve, reject) => {
+  // The start-up banner (stderr, whatever LOG_LEVEL is) names the URLs once the server listens.
+  const [url, metricsUrl] = await new Promise<[string, string | undefined]>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start in 20 s: ${stderr}`)), 20_000)
     child.stderr!.on('data', () => {
       const m = /^ {2}(http:\/\/127\.0\.0\.1:\d+)\/$/m.exec(stderr)
-      if (m) { clearTimeout(timer); resolve(m[1]!) }
+      const metrics = /^ {2}metrics: (off|http:\/\/\S+\/metrics)\b/m.exec(stderr)
+      if (m && metrics) { clearTimeout(timer); resolve([m[1]!, metrics[1] === 'off' ? undefined : metrics[1]]) }
     })
     createInterface({ input: child.stdout! }).on('line', line => {
       try { logs.push(JSON.parse(line) as Record<string, unknown>) } catch { /* not a log line */ }
     })
     child.once('exit', code => { clearTimeout(timer); reject(new Error(`server exited with ${code}: ${stderr}`)) })
   })
-  return { child, url, logs, stderr: () => stderr }
+  return { child, url, metricsUrl, logs, stderr: () => stderr }
 }
 
 /** Resolves with the process's exit code; kills it and resolves 'hung' if it has not exited within `ms`. */
@@ -75,7 +79,7 @@ export async function exitOf (child: ChildProcess, ms = 20_000): Promise<number 
  */
 export async function runToExit (env: Record<string, string>): Promise<{ code: number | string, stdout: string, stderr: string }> {
   const [cmd, args] = serverCommand()
-  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(cmd, args, { cwd: root, env: { PATH: process.env.PATH, HOST: '127.0.0.1', METRICS_PORT: '0', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   const closed = once(child, 'close') // after 'exit', once stdout and stderr are read to the end
   let [stdout, stderr] = ['', '']
   child.stdout!.on('data', (c: Buffer) => { stdout += c.toString() })

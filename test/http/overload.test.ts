@@ -1,7 +1,7 @@
 /**
  * Overload: transfers beyond the per-instance limits and requests arriving while the event
  * loop lags are refused with 503 DROPCODE_BUSY and Retry-After, never queued into an OOM;
- * health, readiness and metrics stay answered.
+ * health, readiness and metrics (their own listener) stay answered.
  */
 import http from 'node:http'
 import t from 'tap'
@@ -49,8 +49,8 @@ t.test('downloads beyond MAX_CONCURRENT_DOWNLOADS: 503 page; HEAD is not a trans
   await third.arrayBuffer()
 })
 
-t.test('while the event loop lags, new requests are shed; health and readiness still answer', async t => {
-  const { url } = await startApp(t, testConfig(t, 'fs+local', {}, { SHED_EVENT_LOOP_DELAY_MS: '200' }))
+t.test('while the event loop lags, new requests are shed; health, readiness and metrics still answer', async t => {
+  const { url, metricsUrl } = await startApp(t, testConfig(t, 'fs+local', {}, { SHED_EVENT_LOOP_DELAY_MS: '200' }))
   // Keep this process's event loop (the server's, in-process) lagging for 2.5 s, as a flood of
   // expensive work would: under-pressure looks at the mean delay over its sample window.
   const until = Date.now() + 2500
@@ -63,4 +63,7 @@ t.test('while the event loop lags, new requests are shed; health and readiness s
   const ready = await fetch(`${url}/readyz`)
   t.equal(ready.status, 503)
   t.match(await ready.json(), { status: 'overloaded' })
+  const scrape = await fetch(metricsUrl)
+  t.equal(scrape.status, 200, 'metrics are scraped while the service sheds load')
+  t.match(await scrape.text(), /dropcode_http_request_duration_seconds_count\{method="POST",route="\/upload",status="503"\} 1/)
 })

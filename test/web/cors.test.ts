@@ -79,7 +79,7 @@ t.test('an origin not listed, or CORS off (the default), is refused by the brows
 
 t.test('a preflight is answered without a key; our own pages, metrics and health stay same-origin', async t => {
   const origin = 'http://tool.example:8080'
-  const { url } = await startApp(t, testConfig(t, 'fs+local', {}, { CORS_ORIGINS: origin, RATE_LIMIT_UPLOADS: '1' }))
+  const { url, metricsUrl } = await startApp(t, testConfig(t, 'fs+local', {}, { CORS_ORIGINS: origin, RATE_LIMIT_UPLOADS: '1' }))
   for (let i = 0; i < 3; i++) { // more preflights than the per-key upload limit allows uploads
     const res = await fetch(`${url}/upload/chunk`, {
       method: 'OPTIONS',
@@ -93,12 +93,12 @@ t.test('a preflight is answered without a key; our own pages, metrics and health
   const del = await fetch(`${url}/delete/AAAAAA`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'DELETE' } })
   t.equal(del.status, 204)
   t.match(del.headers.get('access-control-allow-methods'), /DELETE/)
-  for (const path of ['/', '/healthz', '/metrics']) {
-    const res = await fetch(`${url}${path}`, { headers: { origin } })
-    t.equal(res.headers.get('access-control-allow-origin'), null, `${path}: no CORS header`)
+  for (const address of [`${url}/`, `${url}/healthz`, metricsUrl]) {
+    const res = await fetch(address, { headers: { origin } })
+    t.equal(res.headers.get('access-control-allow-origin'), null, `${address}: no CORS header`)
     await res.arrayBuffer()
   }
-  const pre = await fetch(`${url}/metrics`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'GET' } })
+  const pre = await fetch(`${url}/healthz`, { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'GET' } })
   t.equal(pre.status, 404, 'no preflight outside the API')
   await pre.arrayBuffer()
 })
