@@ -23,8 +23,8 @@
  * services/sweeper.ts), so a crash between two steps leaves at worst an object swept later.
  * The same goes for a key's places: reserving one is atomic (so concurrent starts never exceed
  * MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step after the session's
- * own; if that step is lost, the place is freed at the session's last idle expiry (too early,
- * when a lost touch leaves it behind a session kept alive: then the bound is loose, never tight).
+ * own: a lost move frees the place early (at the expiry it had before), a lost free keeps it
+ * until the session's last idle expiry.
  *
  * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in ../index.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
