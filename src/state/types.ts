@@ -42,9 +42,9 @@ export interface FileStore {
   resume (code: string, claimId: string, now: number): Promise<FileRecord | null>
 
   /**
-   * Charges `bytes` to what live claim `claimId` has served (a claim starts charged with its
-   * file's size: its first response sends the whole file), unless the total would exceed
-   * `limit` bytes. Bounds what one claim (one ETag) can serve across its resumes.
+   * Charges `bytes` to what live claim `claimId` has served (`claim` charges the file's size:
+   * its first response sends the whole file), unless the total would exceed `limit` bytes.
+   * Bounds what one claim (one ETag) can serve across its resumes.
    * @returns false (nothing charged) over the limit, or when the claim is not live
    */
   charge (code: string, claimId: string, bytes: number, limit: number, now: number): Promise<boolean>

@@ -39,7 +39,7 @@ t.test('keys live under the prefix, each script\'s keys under one hash tag', asy
   await state.cleanup.schedule(file.blobKey, now, `f:${file.code}`)
   const keys: string[] = []
   for await (const batch of c.scanStream({ match: 'iso:*', count: 1000 })) keys.push(...(batch as string[]))
-  t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`].sort())
+  t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`, `iso:file:{${file.code}}:served`].sort())
 })
 
 t.test('Redis down: operations fail fast with STATE_UNAVAILABLE and recover', async t => {

@@ -40,7 +40,7 @@ import type { CompletedFile } from '../types.js'
 export interface StoredFile extends FileRecord {
   /** claim id → resumable-until (epoch ms), or 'r' for a refunded claim id. */
   claims: Record<string, number | 'r'>
-  /** claim id → bytes charged to it (absent: its file's size); only for live claims. */
+  /** claim id → bytes charged to it (its file's size when taken; absent for claims taken before claims were charged: 0). */
   served?: Record<string, number>
 }
 

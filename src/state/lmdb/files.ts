@@ -81,7 +81,7 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
         if (stored!.claims[claimId] !== undefined) return { ok: false, reason: 'unknown' }
         const file = { ...s.file, downloads: s.file.downloads + 1 }
         const live = liveClaims(stored!, now)
-        put({ ...file, ...live, claims: { ...live.claims, [claimId]: Math.min(until, stored!.retainUntil) } }, stored)
+        put({ ...file, claims: { ...live.claims, [claimId]: Math.min(until, stored!.retainUntil) }, served: { ...live.served, [claimId]: file.size } }, stored)
         return { ok: true, file, last: file.downloads >= file.maxDownloads }
       })
     },
@@ -105,7 +105,7 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
         if (stored === undefined || now >= stored.retainUntil) return false
         const until = stored.claims[claimId]
         if (until === undefined || until === 'r' || until <= now) return false
-        const served = (stored.served?.[claimId] ?? stored.size) + bytes
+        const served = (stored.served?.[claimId] ?? 0) + bytes
         if (served > limit) return false
         const live = liveClaims(stored, now)
         put({ ...stored, ...live, served: { ...live.served, [claimId]: served } }, stored)
@@ -124,7 +124,7 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
             delete served[claimId]
           } else {
             claims[claimId] = keepUntil
-            if (unsent > 0) served[claimId] = Math.max((served[claimId] ?? stored.size) - unsent, 0)
+            if (unsent > 0) served[claimId] = Math.max((served[claimId] ?? 0) - unsent, 0)
           }
         }
         const next = { ...stored, claims, served }

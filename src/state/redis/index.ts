@@ -5,7 +5,7 @@
  * Cluster hash tag, so the keys of one code, one session or one cleanup bucket share a slot:
  *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil
  *   {p}file:{CODE}:claims     hash  claim id → resumable-until (epoch ms), or 'r' (refunded)
- *   {p}file:{CODE}:served     hash  claim id → bytes charged to the claim (absent: the file's size)
+ *   {p}file:{CODE}:served     hash  claim id → bytes charged to the claim (its file's size when taken)
  *   {p}cleanup:{cH}           zset  object key → cleanup deadline; H = the key's first hex digit
  *   {p}cleanup:{cH}:owners    hash  object key → owners ("f:CODE s:ID")
  *   {p}session:{ID}           hash  UploadSession fields (incl. keyId) + until (idle expiry),
@@ -110,7 +110,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       return toLookup(await guard(() => r.dcFileLookup(...fileKeys(code), now)))
     },
     async claim (code, claimId, now, until) {
-      const found = toLookup(await guard(() => r.dcFileClaim(...fileKeys(code), now, claimId, until)))
+      const found = toLookup(await guard(() => r.dcFileClaim(...fileKeys3(code), now, claimId, until)))
       return found.ok ? { ok: true, file: found.file, last: found.file.downloads >= found.file.maxDownloads } : found
     },
     async resume (code, claimId, now) {

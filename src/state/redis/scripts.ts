@@ -44,7 +44,9 @@ return 1`
 
 const FILE_LOOKUP = STATUS + 'return redis.call(\'HGETALL\', KEYS[1])'
 
-// ARGV: now, claimId, until (capped at retainUntil). A claim id already present (a refund's tombstone) takes nothing.
+// KEYS: file, claims, served. ARGV: now, claimId, until (capped at retainUntil). A claim id
+// already present (a refund's tombstone) takes nothing. The claim is charged its file's size (its
+// first response is the whole file).
 const FILE_CLAIM = STATUS + `
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 'unknown' end
 redis.call('HINCRBY', KEYS[1], 'downloads', 1)
@@ -52,6 +54,8 @@ local cu = ARGV[3]
 if tonumber(cu) > tonumber(v[4]) then cu = v[4] end
 redis.call('HSET', KEYS[2], ARGV[2], cu)
 redis.call('PEXPIREAT', KEYS[2], v[4])
+redis.call('HSET', KEYS[3], ARGV[2], redis.call('HGET', KEYS[1], 'size'))
+redis.call('PEXPIREAT', KEYS[3], v[4])
 return redis.call('HGETALL', KEYS[1])`
 
 // ARGV: now, claimId. A live claim is kept until the record's retention while it streams.
@@ -63,15 +67,15 @@ if not c or c == 'r' or tonumber(c) <= tonumber(ARGV[1]) then return false end
 redis.call('HSET', KEYS[2], ARGV[2], ru)
 return redis.call('HGETALL', KEYS[1])`
 
-// KEYS: file, claims, served. ARGV: now, claimId, bytes, limit. A claim starts charged with the
-// file's size (its first response is the whole file).
+// KEYS: file, claims, served. ARGV: now, claimId, bytes, limit. (A claim taken before claims were
+// charged has no entry: it counts from 0.)
 const FILE_CHARGE = `
 local now = tonumber(ARGV[1])
-local v = redis.call('HMGET', KEYS[1], 'retainUntil', 'size')
+local v = redis.call('HMGET', KEYS[1], 'retainUntil')
 if not v[1] or now >= tonumber(v[1]) then return 0 end
 local c = redis.call('HGET', KEYS[2], ARGV[2])
 if not c or c == 'r' or tonumber(c) <= now then return 0 end
-local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or v[2]) + tonumber(ARGV[3])
+local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or 0) + tonumber(ARGV[3])
 if served > tonumber(ARGV[4]) then return 0 end
 redis.call('HSET', KEYS[3], ARGV[2], served)
 redis.call('PEXPIREAT', KEYS[3], v[1])
@@ -88,7 +92,7 @@ if c and c ~= 'r' then
     redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
     local unsent = tonumber(ARGV[4])
     if unsent > 0 then
-      local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or redis.call('HGET', KEYS[1], 'size')) - unsent
+      local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or 0) - unsent
       redis.call('HSET', KEYS[3], ARGV[2], math.max(served, 0))
       redis.call('PEXPIREAT', KEYS[3], redis.call('HGET', KEYS[1], 'retainUntil'))
     end
@@ -307,7 +311,7 @@ return {redis.call('HINCRBY', KEYS[1], 'count', 1), tonumber(v[2])}`
 export const SCRIPTS = {
   dcFileCreate: [3, FILE_CREATE],
   dcFileLookup: [2, FILE_LOOKUP],
-  dcFileClaim: [2, FILE_CLAIM],
+  dcFileClaim: [3, FILE_CLAIM],
   dcFileResume: [2, FILE_RESUME],
   dcFileCharge: [3, FILE_CHARGE],
   dcFileEndClaim: [3, FILE_END_CLAIM],
@@ -340,7 +344,7 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     dcFileCreate (file: string, claims: string, served: string, ...args: Arg[]): Result<number, Context>
     dcFileLookup (file: string, claims: string, now: number): Result<string | Flat, Context>
-    dcFileClaim (file: string, claims: string, now: number, claimId: string, resumeUntil: number): Result<string | Flat, Context>
+    dcFileClaim (file: string, claims: string, served: string, now: number, claimId: string, resumeUntil: number): Result<string | Flat, Context>
     dcFileResume (file: string, claims: string, now: number, claimId: string): Result<Flat | null, Context>
     dcFileCharge (file: string, claims: string, served: string, now: number, claimId: string, bytes: number, limit: number): Result<number, Context>
     dcFileEndClaim (file: string, claims: string, served: string, now: number, claimId: string, keepUntil: number | '', unsent: number): Result<number | null, Context>
