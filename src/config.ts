@@ -64,6 +64,7 @@ export const EnvSchema = Type.Object({
   MAX_TOTAL_CHUNKS: Int(1, 10_000, 10_000),
   MAX_CHUNK_SIZE: Int(1, 5 * GiB, 100 * MiB),
   SESSION_TTL_SECONDS: Int(1, 30 * 86_400, 86_400),
+  MAX_OPEN_SESSIONS_PER_KEY: Int(1, 1_000_000, 1000),
   RATE_LIMIT_WINDOW_SECONDS: Int(1, 86_400, 60),
   RATE_LIMIT_FAILED_LOOKUPS: Int(0, 1_000_000, 10),
   RATE_LIMIT_UPLOADS: Int(0, 1_000_000, 0),
@@ -170,6 +171,8 @@ export interface Config {
   }
   /** ms a chunked session lives without activity. */
   sessionTtlMs: number
+  /** Chunked sessions one API key may hold open at once (429 DROPCODE_TOO_MANY_SESSIONS beyond). */
+  maxOpenSessionsPerKey: number
   rateLimits: {
     /** ms of one counting window. */
     windowMs: number
@@ -347,6 +350,7 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       maxChunkSize: int('MAX_CHUNK_SIZE')
     },
     sessionTtlMs: int('SESSION_TTL_SECONDS') * 1000,
+    maxOpenSessionsPerKey: int('MAX_OPEN_SESSIONS_PER_KEY'),
     rateLimits: {
       windowMs: int('RATE_LIMIT_WINDOW_SECONDS') * 1000,
       failedLookups: int('RATE_LIMIT_FAILED_LOOKUPS'),

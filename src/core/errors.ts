@@ -28,6 +28,7 @@ export const ERROR_CATALOGUE = {
   DROPCODE_FILE_NOT_FOUND: { status: 404, message: 'No file with this code: it may have expired, reached its download limit, or been deleted.' },
   DROPCODE_ROUTE_NOT_FOUND: { status: 404, message: 'No such endpoint.' },
   DROPCODE_RATE_LIMITED: { status: 429, message: 'Too many requests; try again after the time in the Retry-After header.' },
+  DROPCODE_TOO_MANY_SESSIONS: { status: 429, message: 'This API key has as many open upload sessions as allowed; complete them or let them expire first.' },
   DROPCODE_BUSY: { status: 503, message: 'The service is busy; retry after the time in the Retry-After header.' },
   DROPCODE_STATE_FULL: { status: 503, message: 'The service holds as many files as it is configured to; try again later.' },
   DROPCODE_STATE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its state store; try again shortly.' },

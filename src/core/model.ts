@@ -58,6 +58,11 @@ export interface UploadSession {
   createdAt: number
   /** SHA-256 the client declared for the whole file (hex), checked at completion; '' if none. */
   sha256: string
+  /**
+   * Identity of the API key that opened the session (see plugins/auth.ts: an opaque id, never the
+   * key); only that key may use it. Absent for sessions opened before sessions were bound to keys.
+   */
+  keyId?: string
   /** How chunks are laid out in storage, settled by the first chunk that decides it (BlobStore-specific). */
   layout?: string
 }
@@ -84,4 +89,7 @@ export interface SessionView {
  */
 export type Owner = `f:${string}` | `s:${string}`
 export const fileOwner = (code: string): Owner => `f:${code}`
+/** True when `keyId` may use `session` (its own key, or a session opened before keys were bound). */
+export const ownedBy = (session: { keyId?: string | undefined }, keyId: string) =>
+  session.keyId === undefined || session.keyId === '' || session.keyId === keyId
 export const sessionOwner = (id: string): Owner => `s:${id}`

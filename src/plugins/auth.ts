@@ -3,7 +3,11 @@
  * body byte is read. Keys are compared as SHA-256 digests with timingSafeEqual against every
  * configured key (no early exit), so timing reveals neither a key nor which one matched.
  *
- * Decorates the app with `uploadGuards`, the onRequest hooks every upload route takes.
+ * Decorates the app with `uploadGuards`, the onRequest hooks every upload route takes, and each
+ * authenticated request with `keyId`: the identity of its key, which owns what the request opens
+ * (chunked sessions). It is derived here and nowhere else, and never is the key: state may hold
+ * it, logs may show it. (Once keys are data with names, the name becomes the identity, so a
+ * rotated key keeps its sessions.)
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
@@ -15,18 +19,31 @@ declare module 'fastify' {
     /** onRequest hooks of every upload endpoint, in order: the key (401 before anything else), the per-key rate limit, the body type. */
     uploadGuards: onRequestAsyncHookHandler[]
   }
+  interface FastifyRequest {
+    /** The identity of the request's API key (set by the key check; '' before it). */
+    keyId: string
+  }
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest()
 
+/**
+ * The identity of an API key: 128 bits of a domain-separated SHA-256 of it, base64url (22
+ * characters, safe in Redis key names). One-way, so a copy of the state does not give the key.
+ */
+export const keyIdOf = (key: string) => createHash('sha256').update(`dropcode key id\0${key}`).digest().subarray(0, 16).toString('base64url')
+
 export function apiKeyGuard (keys: readonly string[]): onRequestAsyncHookHandler {
   const known = keys.map(digest)
+  const ids = keys.map(keyIdOf)
   return async function checkApiKey (req) {
     const given = req.headers['x-client-key']
     const presented = digest(typeof given === 'string' ? given : '')
-    let match = 0
-    for (const k of known) match |= timingSafeEqual(presented, k) ? 1 : 0
-    if (match !== 1 || typeof given !== 'string') throw new DropcodeError('DROPCODE_UNAUTHORIZED')
+    // Every key is compared (no early exit); `found` is the 1-based index of the match.
+    let found = 0
+    for (let i = 0; i < known.length; i++) found |= timingSafeEqual(presented, known[i]!) ? i + 1 : 0
+    if (found === 0 || typeof given !== 'string') throw new DropcodeError('DROPCODE_UNAUTHORIZED')
+    req.keyId = ids[found - 1]!
   }
 }
 
@@ -44,5 +61,6 @@ export const requireMultipart: onRequestAsyncHookHandler = async function requir
 }
 
 export default fp(async function auth (app: FastifyInstance, { apiKeys }: { apiKeys: readonly string[] }) {
+  app.decorateRequest('keyId', '')
   app.decorate('uploadGuards', [apiKeyGuard(apiKeys), app.rateLimits.uploads, requireMultipart])
 }, { name: 'auth', dependencies: ['rate-limit'] })

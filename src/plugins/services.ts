@@ -49,7 +49,8 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     maxFileSize: config.limits.maxFileSize,
     sessionTtlMs: config.sessionTtlMs,
     graceMs: config.sweeper.graceMs,
-    chunkLockMs: config.chunkLockMs
+    chunkLockMs: config.chunkLockMs,
+    maxOpenPerKey: config.maxOpenSessionsPerKey
   }))
   const sweeper = createSweeper({ blobs, files: state.files, sessions: state.sessions, cleanup: state.cleanup, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs })
   app.decorate('sweeper', sweeper)

@@ -1,6 +1,7 @@
 /**
  * The chunked-upload endpoints: /upload/start, /upload/chunk, /upload/verify,
- * /upload/complete. All take multipart/form-data and an API key. Orchestration lives in
+ * /upload/complete. All take multipart/form-data and an API key; a session answers only the key
+ * that opened it (any other gets 404, as for an unknown session). Orchestration lives in
  * services/sessions.ts; these handlers parse fields and map results.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
@@ -22,7 +23,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
     schema: { ...common, summary: 'Open a chunked upload session', multipart: multipartBody(StartFields), response: { 200: StartResponse, ...errorResponses(400, 401, 429, 500, 503, 507) } }
   }, async (req) => {
     const f = await readFields(req, StartFields)
-    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads: f.max_downloads!, expiryHours: f.expiry_hours!, sha256: f.sha256?.toLowerCase() }) }
+    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads: f.max_downloads!, expiryHours: f.expiry_hours!, sha256: f.sha256?.toLowerCase() }, req.keyId) }
   })
 
   app.post('/upload/chunk', {
@@ -41,7 +42,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
           throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
         }
         const { upload_id: id, chunk_index: index } = parseFields(ChunkFields, before)
-        return await app.sessions.receiveChunk(id, index, stream)
+        return await app.sessions.receiveChunk(id, index, stream, req.keyId)
       },
       // The request failed after the chunk was stored (a second file, say): a 4xx records nothing.
       discard: pending => pending.abort()
@@ -61,7 +62,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
     schema: { ...common, summary: 'Which chunks have arrived', multipart: multipartBody(SessionFields), response: { 200: VerifyResponse, ...errorResponses(400, 401, 404, 429, 500, 503) } }
   }, async (req) => {
     const { upload_id: id } = await readFields(req, SessionFields)
-    const { session, chunks } = await app.sessions.status(id)
+    const { session, chunks } = await app.sessions.status(id, req.keyId)
     const missing: number[] = []
     for (let i = 0; i < session.totalChunks; i++) if (!chunks.has(i)) missing.push(i)
     return {
@@ -90,7 +91,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
     // Assembling a large session can keep the socket silent for minutes (S3 completing many
     // parts, or small-chunk sessions streamed into one object): exempt it from the stall guard.
     req.allowSilence()
-    return await app.sessions.complete(id)
+    return await app.sessions.complete(id, req.keyId)
   })
 }
 export default chunkedRoutes

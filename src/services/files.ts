@@ -16,6 +16,10 @@
  * - When a claim ends, its record says whether anyone still needs the object; if not, it is
  *   deleted now, else its deadline moves to when the need ends. The sweeper asks the owners
  *   again before it deletes anything.
+ * - A claim is one download, however often it resumes: each response is charged to the claim
+ *   before it is served (the first with the whole file), and what did not go out is taken off
+ *   when it ends. A resume that would take the claim past its budget (`claimBudget`) is refused
+ *   and the request is answered as if the claim had ended: a new download if any are left, or 404.
  */
 import { randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
@@ -34,6 +38,14 @@ import type { RefundQueue } from './refunds.js'
 
 const HOUR = 3_600_000
 const CODE_ATTEMPTS = 8
+/**
+ * Bytes one claim may serve beyond its file's size, for bytes lost in flight when a download is
+ * cut (sent by us, never received: socket buffers on both ends, a few MiB per cut). Capped at the
+ * file's size, so a leaked ETag of a small file yields at most one more copy.
+ */
+export const CLAIM_ALLOWANCE = 64 * 1024 * 1024
+/** What one claim may serve across all its responses (bytes): its file's size plus the allowance. */
+export const claimBudget = (size: number) => size + Math.min(size, CLAIM_ALLOWANCE)
 
 export interface StoredBlob {
   key: string
@@ -155,13 +167,17 @@ export function createFileService (opts: FileServiceOptions) {
 
   /** The claim's window after a cut: resumable until then (never past the record's retention). */
   const keepUntil = (file: FileRecord) => opts.resumeMs > 0 ? Math.min(now() + opts.resumeMs, file.retainUntil) : undefined
-  const endClaim = (file: FileRecord, claimId: string, over: boolean) =>
-    files.endClaim(file.code, claimId, now(), over ? undefined : keepUntil(file))
+  /** `unsent`: bytes charged for the response that did not go out (taken off the claim's charge). */
+  const endClaim = (file: FileRecord, claimId: string, over: boolean, unsent = 0) =>
+    files.endClaim(file.code, claimId, now(), over ? undefined : keepUntil(file), unsent)
       .then(needed => afterClaim(file, needed))
       .catch(err => log.warn({ err }, 'could not end a download claim; the sweeper will remove the object'))
 
-  /** Opens the object for a claim (new or resumed) and wires its end. */
-  async function open (file: FileRecord, claimId: string, resumed: boolean, rangeHeader: string | undefined): Promise<Download> {
+  /**
+   * Opens the object for a claim (new or resumed) and wires its end; null when a resume would
+   * take the claim past its budget (the claim is left as it was, resumable for what remains).
+   */
+  async function open (file: FileRecord, claimId: string, resumed: boolean, rangeHeader: string | undefined): Promise<Download | null> {
     let range: ByteRange | undefined
     if (resumed) {
       const asked = parseRange(rangeHeader!, file.size)
@@ -171,6 +187,18 @@ export function createFileService (opts: FileServiceOptions) {
       }
       if (asked.kind === 'range') range = asked.range
     }
+    // Charged before the first byte (a new claim was charged the whole file when taken).
+    const length = range === undefined ? file.size : range.end - range.start + 1
+    if (resumed) {
+      const charged = await files.charge(file.code, claimId, length, claimBudget(file.size), now()).catch(async err => {
+        await endClaim(file, claimId, false)
+        throw err
+      })
+      if (!charged) {
+        await endClaim(file, claimId, false)
+        return null
+      }
+    }
     let body: Readable
     try {
       ({ body } = await blobs.get(file.blobKey, range))
@@ -179,7 +207,7 @@ export function createFileService (opts: FileServiceOptions) {
         log.error({ blobKey: file.blobKey }, 'file record points at a missing object')
         throw notFound('unknown')
       }
-      if (resumed) await endClaim(file, claimId, false)
+      if (resumed) await endClaim(file, claimId, false, length)
       else await files.refund(file.code, claimId, now()).catch(() => opts.refunds.add(file.code, claimId))
       throw err
     }
@@ -199,7 +227,7 @@ export function createFileService (opts: FileServiceOptions) {
         counter.destroy() // stops reading storage if the client went away
         metrics.downloadEnded(counter.bytes, complete)
         // Over when the file's last byte went out; a range that stops short keeps the claim.
-        endClaim(file, claimId, complete && (range === undefined || range.end === file.size - 1)).catch(() => {})
+        endClaim(file, claimId, complete && (range === undefined || range.end === file.size - 1), Math.max(length - counter.bytes, 0)).catch(() => {})
       }
     }
   }
@@ -255,16 +283,17 @@ export function createFileService (opts: FileServiceOptions) {
 
     /**
      * Serves a download: a single `Range` with `If-Range` naming a live claim of this file
-     * resumes that claim (206, counting nothing, on any instance); anything else claims a new
-     * download (200, the whole file, `Range` ignored), so a range can never read a file around
-     * its limit.
+     * resumes that claim (206, counting nothing, on any instance) within the claim's budget;
+     * anything else claims a new download (200, the whole file, `Range` ignored), so a range can
+     * never read a file around its limit.
      */
     async download (code: string, req: DownloadRequest = {}): Promise<Download> {
       if (!isCode(code)) throw notFound('unknown') // before any store sees it
       const resumable = req.range !== undefined ? CLAIM_ETAG.exec(req.ifRange?.trim() ?? '')?.[1] : undefined
       if (resumable !== undefined) {
         const file = await files.resume(code, resumable, now())
-        if (file !== null) return await open(file, resumable, true, req.range!)
+        const resumed = file !== null ? await open(file, resumable, true, req.range!) : null
+        if (resumed !== null) return resumed
       }
       const claimId = newClaimId()
       // Live while it streams (it keeps the object); the store caps it at the record's retention.
@@ -275,7 +304,7 @@ export function createFileService (opts: FileServiceOptions) {
         throw err
       })
       if (!claim.ok) throw notFound(claim.reason)
-      return await open(claim.file, claimId, false, undefined)
+      return (await open(claim.file, claimId, false, undefined))!
     },
 
     /** Deletes a live file: record first (atomically), then its object. */

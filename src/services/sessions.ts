@@ -10,7 +10,10 @@
  *   `receiveChunk` stores, `commit` records), so a request answered with an error records nothing;
  * - completion is claimed atomically (one completer per session, others get 409), checks for
  *   missing chunks and the file-size limit, assembles the object, publishes it under a code, and
- *   ends the session; a repeated complete answers the same code.
+ *   ends the session; a repeated complete answers the same code;
+ * - a session belongs to the API key that opened it (its `keyId`): every other key is answered
+ *   as for an unknown session, and each key holds at most MAX_OPEN_SESSIONS_PER_KEY open
+ *   sessions (429 beyond), reserved before any storage is touched.
  */
 import { randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
@@ -20,7 +23,7 @@ import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
-import { sessionOwner, type ChunkRecord, type SessionView } from '../core/model.js'
+import { ownedBy, sessionOwner, type ChunkRecord, type SessionView } from '../core/model.js'
 import { Sha256Meter, SizeLimit } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, SessionStore } from '../state/index.js'
@@ -49,6 +52,8 @@ export interface SessionServiceOptions {
   graceMs: number
   /** ms a chunk's lock lasts without a heartbeat (renewed every third of it). */
   chunkLockMs: number
+  /** Open sessions one API key may hold at once. */
+  maxOpenPerKey: number
 }
 
 export interface SessionSettings {
@@ -99,9 +104,9 @@ export function createSessionService (opts: SessionServiceOptions) {
     return () => clearInterval(timer)
   }
 
-  async function receiveChunk (id: string, index: number, body: Readable): Promise<PendingChunk> {
+  async function receiveChunk (id: string, index: number, body: Readable, keyId: string): Promise<PendingChunk> {
     const token = randomBytes(12).toString('base64url')
-    const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl)
+    const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, keyId)
     if (!begun.ok) {
       throw begun.reason === 'unknown'
         ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
@@ -161,7 +166,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         if (committed.bytes > opts.maxFileSize) {
           // Record nothing: take the index back (a fresh lock, then abort it).
           const again = randomBytes(12).toString('base64url')
-          if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl)).ok) {
+          if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, keyId)).ok) {
             await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, again, now()))
           }
           throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
@@ -181,42 +186,53 @@ export function createSessionService (opts: SessionServiceOptions) {
   }
 
   return {
-    async start (settings: SessionSettings): Promise<string> {
+    /** Opens a session for the key `keyId` (see plugins/auth.ts). */
+    async start (settings: SessionSettings, keyId: string): Promise<string> {
       const id = randomBytes(16).toString('base64url')
       const blobKey = newBlobKey()
       const at = now()
-      // Indexed for cleanup (owned by the session) before storage is touched.
-      await cleanup.schedule(blobKey, at + ttl + opts.graceMs, sessionOwner(id))
-      const handle = await blobs.beginChunked(blobKey)
-      await sessions.create({
-        id,
-        blobKey,
-        handle,
-        filename: cleanFilename(settings.filename),
-        totalChunks: settings.totalChunks,
-        maxDownloads: settings.maxDownloads,
-        expiryHours: settings.expiryHours,
-        createdAt: at,
-        sha256: settings.sha256 ?? ''
-      }, at, ttl)
+      if (!await sessions.reserve(keyId, id, at + ttl, at, opts.maxOpenPerKey)) {
+        throw new DropcodeError('DROPCODE_TOO_MANY_SESSIONS', `This API key has ${opts.maxOpenPerKey} open upload sessions; complete them or let them expire first.`)
+      }
+      try {
+        // Indexed for cleanup (owned by the session) before storage is touched.
+        await cleanup.schedule(blobKey, at + ttl + opts.graceMs, sessionOwner(id))
+        const handle = await blobs.beginChunked(blobKey)
+        await sessions.create({
+          id,
+          blobKey,
+          handle,
+          filename: cleanFilename(settings.filename),
+          totalChunks: settings.totalChunks,
+          maxDownloads: settings.maxDownloads,
+          expiryHours: settings.expiryHours,
+          createdAt: at,
+          sha256: settings.sha256 ?? '',
+          keyId
+        }, at, ttl)
+      } catch (err) {
+        // Else the place stays taken until the session would have expired.
+        await sessions.release(keyId, id).catch(() => {})
+        throw err
+      }
       opts.metrics.session('opened')
       return id
     },
 
     /** Streams one chunk into the session's storage; the caller then commits or aborts it. */
-    receiveChunk (id: string, index: number, body: Readable): Promise<PendingChunk> {
-      return opts.inFlight.track(receiveChunk(id, index, body))
+    receiveChunk (id: string, index: number, body: Readable, keyId: string): Promise<PendingChunk> {
+      return opts.inFlight.track(receiveChunk(id, index, body, keyId))
     },
 
-    async status (id: string): Promise<SessionView> {
+    async status (id: string, keyId: string): Promise<SessionView> {
       const view = await sessions.get(id, now())
-      if (view === null) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+      if (view === null || !ownedBy(view.session, keyId)) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       return view
     },
 
     /** Assembles and publishes the file; returns its code, size and digest (the same when repeated). */
-    async complete (id: string): Promise<CompletedFile> {
-      const started = await sessions.beginCompletion(id, now(), now() + COMPLETE_LEASE_MS)
+    async complete (id: string, keyId: string): Promise<CompletedFile> {
+      const started = await sessions.beginCompletion(id, now(), now() + COMPLETE_LEASE_MS, keyId)
       if (started.status === 'done') return started.result
       if (started.status === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       if (started.status === 'busy') throw new DropcodeError('DROPCODE_SESSION_BUSY')

@@ -42,12 +42,21 @@ export interface FileStore {
   resume (code: string, claimId: string, now: number): Promise<FileRecord | null>
 
   /**
+   * Charges `bytes` to what live claim `claimId` has served (`claim` charges the file's size:
+   * its first response sends the whole file), unless the total would exceed `limit` bytes.
+   * Bounds what one claim (one ETag) can serve across its resumes.
+   * @returns false (nothing charged) over the limit, or when the claim is not live
+   */
+  charge (code: string, claimId: string, bytes: number, limit: number, now: number): Promise<boolean>
+
+  /**
    * A claim's download ended: with `keepUntil`, the claim stays resumable until then (a cut
-   * download); without, it ends for good (every byte was sent).
+   * download); without, it ends for good (every byte was sent). `unsent` bytes of what was
+   * charged for this response were not sent and are taken off the claim's charge.
    * @returns until when the object is still needed (epoch ms; by the live file or live
    *   claims), or null when it can be deleted now
    */
-  endClaim (code: string, claimId: string, now: number, keepUntil?: number): Promise<number | null>
+  endClaim (code: string, claimId: string, now: number, keepUntil?: number, unsent?: number): Promise<number | null>
 
   /**
    * Undoes claim `claimId` at most once (the download was never served). Idempotent, and
@@ -120,19 +129,39 @@ export interface CompletedFile {
   sha256?: string
 }
 
-/** Chunked upload sessions, their chunk records and per-chunk upload locks. */
+/**
+ * Chunked upload sessions, their chunk records and per-chunk upload locks.
+ *
+ * A session belongs to the key that opened it (`session.keyId`): methods that take a `keyId`
+ * answer a session of another key exactly as an unknown one, and change nothing. Each key has
+ * a bounded number of places for open sessions (`reserve`); a session holds its place until it
+ * is finished, removed or idle past its expiry.
+ */
 export interface SessionStore {
-  /** Stores a new session, alive until `now + ttlMs` unless refreshed. */
+  /**
+   * Takes one of `max` places for open sessions of `keyId`, for session `id`, until `until`
+   * (its idle expiry; the session's own refreshes move it). Places of sessions that are gone or
+   * idle past their expiry are free. On the embedded driver a place also counts toward
+   * LOCAL_STATE_MAX_RECORDS (DROPCODE_STATE_FULL beyond).
+   * @returns false (nothing taken) when all `max` places are taken
+   */
+  reserve (keyId: string, id: string, until: number, now: number, max: number): Promise<boolean>
+
+  /** Frees the place of a session that was never created (its start failed). */
+  release (keyId: string, id: string): Promise<void>
+
+  /** Stores a new session (its place reserved first), alive until `now + ttlMs` unless refreshed. */
   create (session: UploadSession, now: number, ttlMs: number): Promise<void>
 
-  /** A live session and its chunks, or null. */
+  /** A live session and its chunks, or null. Ownership is the caller's to check (`ownedBy`). */
   get (id: string, now: number): Promise<SessionView | null>
 
   /**
    * Takes the upload lock of chunk `index` for `token` until `lockUntil` and refreshes the
-   * session's TTL. Fails while the session completes or another live lock holds the index.
+   * session's TTL. Fails while the session completes or another live lock holds the index;
+   * `unknown` for a session of another key than `keyId`.
    */
-  beginChunk (id: string, index: number, token: string, lockUntil: number, now: number, ttlMs: number): Promise<ChunkStart>
+  beginChunk (id: string, index: number, token: string, lockUntil: number, now: number, ttlMs: number, keyId: string): Promise<ChunkStart>
 
   /** Extends a lock held by `token` (heartbeat). @returns false when the lock is no longer held */
   extendChunk (id: string, index: number, token: string, lockUntil: number, now: number): Promise<boolean>
@@ -152,17 +181,18 @@ export interface SessionStore {
 
   /**
    * Starts completing, atomically: one caller gets `open` (with the chunks) until it finishes,
-   * releases, or its lease (`leaseUntil`) runs out; no chunk may start meanwhile.
+   * releases, or its lease (`leaseUntil`) runs out; no chunk may start meanwhile. A session (or
+   * a finished one's result) of another key than `keyId` is `unknown`.
    */
-  beginCompletion (id: string, now: number, leaseUntil: number): Promise<CompletionStart>
+  beginCompletion (id: string, now: number, leaseUntil: number, keyId: string): Promise<CompletionStart>
 
   /** Gives up a completion (the session stays open). */
   releaseCompletion (id: string, now: number): Promise<void>
 
-  /** Ends a completed session; repeated completes answer `result` until `now + doneTtlMs`. */
+  /** Ends a completed session (freeing its place); repeated completes answer `result` until `now + doneTtlMs`. */
   finish (id: string, result: CompletedFile, now: number, doneTtlMs: number): Promise<void>
 
-  /** Removes a session whose completion failed for good (its storage is already gone). */
+  /** Removes a session whose completion failed for good (its storage is already gone), freeing its place. */
   remove (id: string): Promise<void>
 
   /** Until when a live session needs its object (its idle expiry), or null. */

@@ -5,12 +5,14 @@
 import http from 'node:http'
 import type { Test } from 'tap'
 import type { AppOverrides } from '../../src/app.js'
-import { API_KEY, eventually, rawMultipart, startApp, testConfig, type Backends, type DriverPair } from '../helpers/app.js'
+import { loadConfig } from '../../src/config.js'
+import { API_KEY, eventually, rawMultipart, startApp, testConfig, testEnv, type Backends, type DriverPair } from '../helpers/app.js'
 import { post, sendChunk, startSession } from '../helpers/chunks.js'
 import { listStored } from '../helpers/storage.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
 
 const MiB = 1024 * 1024
+const OTHER_KEY = 'second-key-9876543210'
 
 export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
   const start = (t: Test, env: Record<string, string> = {}, overrides: AppOverrides = {}) =>
@@ -188,5 +190,50 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404, 'expired')
     t.same(await running.app.sweeper.sweepOnce(), { deleted: 1, failed: 0 })
     t.same(await listStored(running.config), [], 'nothing left: no chunks, no unfinished upload')
+  })
+
+  t.test('chunked: a session belongs to the key that opened it; another key gets what an unknown session gets (session_other_key)', async t => {
+    const { url } = await start(t, { API_KEYS: `${API_KEY},${OTHER_KEY}` })
+    const id = await startSession(url, [['filename', 'mine.bin'], ['total_chunks', '2']])
+    t.equal((await sendChunk(url, id, 0, Buffer.from('mine '))).status, 200)
+    const unknown = 'C'.repeat(22)
+    const steps: Array<[string, Array<[string, string]>, Uint8Array?]> = [
+      ['/upload/chunk', [['chunk_index', '1']], Buffer.from('theirs')],
+      ['/upload/verify', []],
+      ['/upload/complete', []]
+    ]
+    for (const [path, fields, chunk] of steps) {
+      const theirs = await post(url, path, [['upload_id', id], ...fields], chunk, OTHER_KEY)
+      const none = await post(url, path, [['upload_id', unknown], ...fields], chunk, OTHER_KEY)
+      t.equal(theirs.status, 404, `${path} with another key`)
+      t.same(theirs.body, none.body, `${path}: the same answer as for an unknown session`)
+    }
+    const verify = await post(url, '/upload/verify', [['upload_id', id]])
+    t.same(verify.body.missing_chunks, [1], 'the other key stored nothing')
+    t.equal((await sendChunk(url, id, 1, Buffer.from('own'))).status, 200)
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200, 'the owner completes')
+    t.equal((await post(url, '/upload/complete', [['upload_id', id]], undefined, OTHER_KEY)).status, 404, 'a repeated complete with another key learns no code')
+    t.same((await post(url, '/upload/complete', [['upload_id', id]])).body, done.body, 'the owner\'s repeat does')
+    t.equal(await (await fetch(`${url}/download/${done.body.code as string}`)).text(), 'mine own')
+  })
+
+  t.test('chunked: MAX_OPEN_SESSIONS_PER_KEY holds under parallel starts on two instances; completed and expired sessions free their places', async t => {
+    let now = Date.now()
+    const env = testEnv(t, pair, backends, { API_KEYS: `${API_KEY},${OTHER_KEY}`, MAX_OPEN_SESSIONS_PER_KEY: '5' })
+    const [a, b] = [await startApp(t, loadConfig(env), { now: () => now }), await startApp(t, loadConfig(env), { now: () => now })]
+    const starts = (n: number, key = API_KEY) => Promise.all(Array.from({ length: n }, (_, i) =>
+      post(i % 2 === 0 ? a.url : b.url, '/upload/start', [['filename', 'f'], ['total_chunks', '1']], undefined, key)))
+    const first = await starts(40)
+    t.equal(first.filter(r => r.status === 200).length, 5, 'exactly 5 of 40 parallel starts open a session')
+    const refused = first.filter(r => r.status !== 200)
+    t.ok(refused.every(r => r.status === 429 && r.body.code === 'DROPCODE_TOO_MANY_SESSIONS'), [...new Set(refused.map(r => `${r.status} ${String(r.body.code)}`))].join(', '))
+    t.equal((await starts(1, OTHER_KEY))[0]!.status, 200, 'another key has its own places')
+    const id = first.find(r => r.status === 200)!.body.upload_id as string
+    await sendChunk(b.url, id, 0, Buffer.from('x'))
+    t.equal((await post(a.url, '/upload/complete', [['upload_id', id]])).status, 200)
+    t.same((await starts(3)).map(r => r.status).sort(), [200, 429, 429], 'a completed session frees its place')
+    now += a.config.sessionTtlMs
+    t.same((await starts(8)).map(r => r.status).sort(), [200, 200, 200, 200, 200, 429, 429, 429], 'expired sessions free theirs')
   })
 }

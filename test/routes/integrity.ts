@@ -8,6 +8,7 @@ import http from 'node:http'
 import type { Test } from 'tap'
 import type { AppOverrides } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
+import { claimBudget } from '../../src/services/files.js'
 import { eventually, startApp, testEnv, upload, type Backends, type DriverPair } from '../helpers/app.js'
 import { post, sendChunk, startSession } from '../helpers/chunks.js'
 import { listStored } from '../helpers/storage.js'
@@ -204,5 +205,32 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
       t.equal(Buffer.compare(Buffer.from(await res.arrayBuffer()), data.subarray(i, i + 10)), 0)
     }
     t.equal((await fetch(`${a.url}/download/${code}`)).status, 404, 'still one download')
+  })
+
+  t.test('resume: a claim\'s ETag serves at most the file\'s size plus the allowance, then the claim is over (claim_etag_reserves)', async t => {
+    const [a, b] = await instances(t)
+    const data = bytes(16 * MiB, 6) // more than loopback's socket buffers, so the cut is real
+    const code = (await upload(a.url, [['file', { data }]])).body.code as string
+    const cut = await cutDownload(`${a.url}/download/${code}`, 1000)
+    // The attack as found: all but the last byte, again and again, alternating instances.
+    const answers: Array<{ status: number, bytes: number }> = []
+    for (let i = 0; i < 6; i++) {
+      const res = await fetch(`${(i % 2 === 0 ? b : a).url}/download/${code}`, { headers: { range: `bytes=0-${data.length - 2}`, 'if-range': cut.etag } })
+      answers.push({ status: res.status, bytes: (await res.arrayBuffer()).byteLength })
+    }
+    const served = answers.filter(r => r.status === 206).reduce((n, r) => n + r.bytes, 0)
+    t.ok(cut.received.length + served <= claimBudget(data.length), `${served} bytes served on resumes; budget ${claimBudget(data.length)}`)
+    t.same(answers.map(r => r.status), [206, 404, 404, 404, 404, 404], 'one more copy at most, then 404: max_downloads was 1')
+
+    const two = (await upload(a.url, [['file', { data }], ['max_downloads', '2']])).body.code as string
+    const first = await cutDownload(`${a.url}/download/${two}`, 1000)
+    const resumed = await fetch(`${b.url}/download/${two}`, { headers: { range: `bytes=0-${data.length - 2}`, 'if-range': first.etag } })
+    t.equal(resumed.status, 206)
+    await resumed.arrayBuffer()
+    const over = await fetch(`${a.url}/download/${two}`, { headers: { range: `bytes=0-${data.length - 2}`, 'if-range': first.etag } })
+    t.equal(over.status, 200, 'past the budget, If-Range no longer matches: a new, whole, counted download')
+    t.not(over.headers.get('etag'), first.etag, 'under a new claim')
+    t.equal(sha256Of(new Uint8Array(await over.arrayBuffer())), sha256Of(data))
+    t.equal((await fetch(`${b.url}/download/${two}`)).status, 404, 'both downloads used')
   })
 }

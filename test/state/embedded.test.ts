@@ -80,6 +80,19 @@ t.test('kill -9 of one of two processes on one DATA_DIR in the middle of writes:
   t.equal(await stopServer(survivor), 0)
 })
 
+t.test('open sessions count toward LOCAL_STATE_MAX_RECORDS: a flood of empty starts fills the store no further (state_flood)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: KEY, LOCAL_STATE_MAX_RECORDS: '20' })
+  for (let i = 0; i < 5; i++) t.equal((await upload(server, `file ${i}`)).status, 200)
+  const starts = await Promise.all(Array.from({ length: 40 }, async () => {
+    const res = await fetch(`${server.url}/upload/start`, { method: 'POST', headers: { 'x-client-key': KEY }, body: form([['filename', 'f'], ['total_chunks', '1']]) })
+    return { status: res.status, body: await res.json() as { code?: string } }
+  }))
+  t.equal(starts.filter(r => r.status === 200).length, 15, '5 files + 15 sessions = 20 records')
+  t.ok(starts.filter(r => r.status !== 200).every(r => r.status === 503 && r.body.code === 'DROPCODE_STATE_FULL'))
+  t.match(await upload(server, 'one more'), { status: 503, body: { code: 'DROPCODE_STATE_FULL' } }, 'sessions take room from files too')
+  t.equal(await stopServer(server), 0)
+})
+
 t.test('the journal of an earlier version is imported once and kept aside', async t => {
   const dir = dataDir(t)
   const state = path.join(dir, 'state')

@@ -39,7 +39,7 @@ t.test('keys live under the prefix, each script\'s keys under one hash tag', asy
   await state.cleanup.schedule(file.blobKey, now, `f:${file.code}`)
   const keys: string[] = []
   for await (const batch of c.scanStream({ match: 'iso:*', count: 1000 })) keys.push(...(batch as string[]))
-  t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`].sort())
+  t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`, `iso:file:{${file.code}}:served`].sort())
 })
 
 t.test('Redis down: operations fail fast with STATE_UNAVAILABLE and recover', async t => {
@@ -85,6 +85,6 @@ t.test('keys of dropcode 0.1 move to the current layout once, and stay usable', 
   t.same((await state.cleanup.lease(now + 4_200_000, 10, now + 5_000_000)).map(d => d.blobKey), [file.blobKey], 'its cleanup deadline came along')
   const view = await state.sessions.get(id, now)
   t.same(view?.chunks.get(0), { size: 5, sha256: '', receipt: JSON.stringify({ size: 5, file: '0-abc' }) })
-  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000), { status: 'done', result: { code: 'DoneOk' } })
+  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000, 'any-key'), { status: 'done', result: { code: 'DoneOk' } })
   t.equal(await c.exists(`${p}file:OldOne`, `${p}blobs`, `${p}session:${id}`), 0, 'old keys are gone')
 })

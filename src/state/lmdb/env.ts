@@ -3,13 +3,17 @@
  * and the one way to write: `write(fn)`.
  *
  * Sub-databases (keys are ordered-binary, values msgpack):
- *   files     code → StoredFile (FileRecord + claims: claim id → resumable-until | 'r')
+ *   files     code → StoredFile (FileRecord + claims: claim id → resumable-until | 'r';
+ *                                 served: claim id → bytes charged, see FileStore.charge)
  *   cleanup   object key → { deadline, owners }
  *   due       [deadline, object key] → 1           (cleanup entries by deadline)
  *   sessions  id → StoredSession (UploadSession + until, state, leaseUntil, bytes)
  *   chunks    [id, index] → ChunkRecord
  *   locks     [id, index] → { token, until }
- *   done      id → { code, size, sha256, until }   (answers repeated completes)
+ *   places    [key id, session id] → until        (open sessions per API key; an entry whose
+ *                                                   until passed is free, and is dropped by the
+ *                                                   next reserve of its key or with its session)
+ *   done      id → { code, size, sha256, until, keyId } (answers repeated completes)
  *   counters  name → { count, until }
  *   expiry    [until, kind, id] → 1                (what housekeeping removes when: f file,
  *                                                   s session, d done, c counter)
@@ -36,6 +40,8 @@ import type { CompletedFile } from '../types.js'
 export interface StoredFile extends FileRecord {
   /** claim id → resumable-until (epoch ms), or 'r' for a refunded claim id. */
   claims: Record<string, number | 'r'>
+  /** claim id → bytes charged to it (its file's size when taken; absent for claims taken before claims were charged: 0). */
+  served?: Record<string, number>
 }
 
 export interface StoredSession {
@@ -61,11 +67,14 @@ export interface LmdbEnv {
   sessions: Database<StoredSession, string>
   chunks: Database<ChunkRecord, [string, number]>
   locks: Database<{ token: string, until: number }, [string, number]>
-  done: Database<CompletedFile & { until: number }, string>
+  places: Database<number, [string, string]>
+  done: Database<CompletedFile & { until: number, keyId?: string }, string>
   counters: Database<{ count: number, until: number }, string>
   expiry: Database<1, [number, ExpiryKind, string]>
   /** Runs `fn` in a write transaction; resolves with its result once committed. */
   write<T> (fn: () => T): Promise<T>
+  /** File records plus session places: what LOCAL_STATE_MAX_RECORDS bounds. */
+  recordCount (): number
   /** Moves an expiry index entry from `from` (if any) to `to`. Call inside `write`. */
   reindex (kind: ExpiryKind, id: string, from: number | undefined, to: number): void
   close (): Promise<void>
@@ -98,6 +107,7 @@ export async function openLmdbEnv (dir: string): Promise<LmdbEnv> {
     sessions: db('sessions'),
     chunks: db('chunks'),
     locks: db('locks'),
+    places: db('places'),
     done: db('done'),
     counters: db('counters'),
     expiry: db('expiry'),
@@ -109,6 +119,10 @@ export async function openLmdbEnv (dir: string): Promise<LmdbEnv> {
         if (err instanceof DropcodeError) throw err
         throw await commitError(dir, err)
       }
+    },
+    recordCount () {
+      const count = (d: { getStats (): unknown }) => (d.getStats() as { entryCount: number }).entryCount
+      return count(env.files) + count(env.places)
     },
     reindex (kind, id, from, to) {
       if (from === to) return

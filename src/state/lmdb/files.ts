@@ -8,7 +8,7 @@ type CreateResult = boolean | 'full'
 
 function status (stored: StoredFile | undefined, now: number): Lookup {
   if (stored === undefined || now >= stored.retainUntil) return { ok: false, reason: 'unknown' }
-  const { claims: _claims, ...file } = stored
+  const { claims: _claims, served: _served, ...file } = stored
   if (now >= file.expiresAt) return { ok: false, reason: 'expired' }
   if (file.downloads >= file.maxDownloads) return { ok: false, reason: 'exhausted' }
   return { ok: true, file }
@@ -23,16 +23,24 @@ function needed (stored: StoredFile | undefined, now: number): number | null {
   return best === 0 ? null : best
 }
 
-/** Claims whose window has passed are dropped on every write (refund tombstones stay). */
-function liveClaims (claims: StoredFile['claims'], now: number): StoredFile['claims'] {
-  const out: StoredFile['claims'] = {}
-  for (const [id, until] of Object.entries(claims)) if (until === 'r' || until > now) out[id] = until
-  return out
+/**
+ * Claims whose window has passed are dropped on every write (refund tombstones stay), with what
+ * they were charged.
+ */
+function liveClaims (stored: StoredFile, now: number): { claims: StoredFile['claims'], served: Record<string, number> } {
+  const claims: StoredFile['claims'] = {}
+  const served: Record<string, number> = {}
+  for (const [id, until] of Object.entries(stored.claims)) {
+    if (until !== 'r' && until <= now) continue
+    claims[id] = until
+    const charged = stored.served?.[id]
+    if (charged !== undefined) served[id] = charged
+  }
+  return { claims, served }
 }
 
 export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purgeRoom: (now: number, limit: number) => void }): FileStore {
   const { files } = env
-  const entryCount = () => (files.getStats() as { entryCount: number }).entryCount
   const put = (stored: StoredFile, previous: StoredFile | undefined) => {
     files.put(stored.code, stored)
     env.reindex('f', stored.code, previous?.retainUntil, stored.retainUntil)
@@ -43,9 +51,9 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
       const result = await env.write((): CreateResult => {
         const existing = files.get(file.code)
         if (existing !== undefined && now < existing.retainUntil) return false
-        if (entryCount() >= opts.maxRecords) {
+        if (env.recordCount() >= opts.maxRecords) {
           opts.purgeRoom(now, 100)
-          if (entryCount() >= opts.maxRecords) return 'full'
+          if (env.recordCount() >= opts.maxRecords) return 'full'
         }
         put({ ...file, claims: {} }, files.get(file.code))
         return true
@@ -72,7 +80,8 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
         if (!s.ok) return s
         if (stored!.claims[claimId] !== undefined) return { ok: false, reason: 'unknown' }
         const file = { ...s.file, downloads: s.file.downloads + 1 }
-        put({ ...file, claims: { ...liveClaims(stored!.claims, now), [claimId]: Math.min(until, stored!.retainUntil) } }, stored)
+        const live = liveClaims(stored!, now)
+        put({ ...file, claims: { ...live.claims, [claimId]: Math.min(until, stored!.retainUntil) }, served: { ...live.served, [claimId]: file.size } }, stored)
         return { ok: true, file, last: file.downloads >= file.maxDownloads }
       })
     },
@@ -83,22 +92,42 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
         if (stored === undefined || now >= stored.retainUntil) return null
         const until = stored.claims[claimId]
         if (until === undefined || until === 'r' || until <= now) return null
-        const { claims, ...file } = stored
-        put({ ...stored, claims: { ...liveClaims(claims, now), [claimId]: stored.retainUntil } }, stored)
+        const { claims: _claims, served: _served, ...file } = stored
+        const live = liveClaims(stored, now)
+        put({ ...stored, ...live, claims: { ...live.claims, [claimId]: stored.retainUntil } }, stored)
         return file
       })
     },
 
-    async endClaim (code, claimId, now, keepUntil) {
+    async charge (code, claimId, bytes, limit, now) {
+      return await env.write(() => {
+        const stored = files.get(code)
+        if (stored === undefined || now >= stored.retainUntil) return false
+        const until = stored.claims[claimId]
+        if (until === undefined || until === 'r' || until <= now) return false
+        const served = (stored.served?.[claimId] ?? 0) + bytes
+        if (served > limit) return false
+        const live = liveClaims(stored, now)
+        put({ ...stored, ...live, served: { ...live.served, [claimId]: served } }, stored)
+        return true
+      })
+    },
+
+    async endClaim (code, claimId, now, keepUntil, unsent = 0) {
       return await env.write(() => {
         const stored = files.get(code)
         if (stored === undefined) return null
-        const claims = liveClaims(stored.claims, now)
+        const { claims, served } = liveClaims(stored, now)
         if (claims[claimId] !== undefined && claims[claimId] !== 'r') {
-          if (keepUntil === undefined) delete claims[claimId]
-          else claims[claimId] = keepUntil
+          if (keepUntil === undefined) {
+            delete claims[claimId]
+            delete served[claimId]
+          } else {
+            claims[claimId] = keepUntil
+            if (unsent > 0) served[claimId] = Math.max((served[claimId] ?? 0) - unsent, 0)
+          }
         }
-        const next = { ...stored, claims }
+        const next = { ...stored, claims, served }
         put(next, stored)
         return needed(next, now)
       })
@@ -111,7 +140,8 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
         const claim = stored.claims[claimId]
         if (claim === 'r') return
         const downloads = claim !== undefined && stored.downloads > 0 ? stored.downloads - 1 : stored.downloads
-        put({ ...stored, downloads, claims: { ...liveClaims(stored.claims, now), [claimId]: 'r' } }, stored)
+        const live = liveClaims(stored, now)
+        put({ ...stored, ...live, downloads, claims: { ...live.claims, [claimId]: 'r' } }, stored)
       })
     },
 

@@ -27,7 +27,7 @@ import { createLmdbSessions } from './sessions.js'
 export interface LmdbBackendOptions {
   /** DATA_DIR/state; the database lives in `lmdb/` below it. */
   dir: string
-  /** Most file records held at once (DROPCODE_STATE_FULL beyond). */
+  /** Most file records and open sessions held at once (DROPCODE_STATE_FULL beyond). */
   maxRecords: number
   /** ms an object outlives a file's expiry (for records imported from the old journal). */
   graceMs: number
@@ -49,7 +49,8 @@ export type LmdbBackend = StateBackend & {
 
 export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBackend> {
   const env = await openLmdbEnv(path.join(opts.dir, 'lmdb'))
-  const sessions = createLmdbSessions(env)
+  // purgeSome (below) is only called later, from inside a write.
+  const sessions = createLmdbSessions(env, { maxRecords: opts.maxRecords, purgeRoom: (now, limit) => purgeSome(now, limit) })
 
   /** Removes up to `limit` expired entries; call inside env.write. */
   const purgeSome = (now: number, limit: number): number => {

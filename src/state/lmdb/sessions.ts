@@ -2,29 +2,43 @@
  * SessionStore on LMDB: a session record, its chunk records under [id, index] and its chunk
  * locks under [id, index]; see env.ts for the layout. Locks live in the database (not in
  * memory) so that several processes sharing a DATA_DIR respect each other's, and a crashed
- * holder's lock simply runs out.
+ * holder's lock simply runs out. A session's place under its key ([key id, id] in `places`)
+ * moves with the session's idle expiry in the same transaction, and goes with the session.
  */
-import type { ChunkRecord } from '../../core/model.js'
+import { DropcodeError } from '../../core/errors.js'
+import { ownedBy, type ChunkRecord } from '../../core/model.js'
 import type { ChunkCommit, CompletionStart, SessionStore } from '../types.js'
 import type { LmdbEnv, StoredSession } from './env.js'
 
 const MAX_INDEX = 1e9
 
-export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (id: string): void } {
-  const { sessions, chunks, locks, done } = env
+export interface LmdbSessionOptions {
+  /** Most file records and session places held at once (DROPCODE_STATE_FULL beyond). */
+  maxRecords: number
+  /** Removes up to `limit` expired entries (inside a write), to make room. */
+  purgeRoom: (now: number, limit: number) => void
+}
+
+export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): SessionStore & { removeNow (id: string): void } {
+  const { sessions, chunks, locks, done, places } = env
   const live = (id: string, now: number) => {
     const s = sessions.get(id)
     return s !== undefined && now < s.until ? s : undefined
   }
   const range = (id: string) => ({ start: [id, 0] as [string, number], end: [id, MAX_INDEX] as [string, number] })
+  const keyOf = (s: StoredSession) => s.session.keyId ?? ''
   const save = (next: StoredSession, previous: StoredSession | undefined) => {
     sessions.put(next.session.id, next)
     env.reindex('s', next.session.id, previous?.until, next.until)
+    if (keyOf(next) !== '' && previous?.until !== next.until) places.put([keyOf(next), next.session.id], next.until)
   }
-  /** Removes a session with its chunks and locks (inside a write). */
+  /** Removes a session with its chunks, locks and place (inside a write). */
   const remove = (id: string) => {
     const s = sessions.get(id)
-    if (s !== undefined) env.expiry.remove([s.until, 's', id])
+    if (s !== undefined) {
+      env.expiry.remove([s.until, 's', id])
+      if (keyOf(s) !== '') places.remove([keyOf(s), id])
+    }
     sessions.remove(id)
     for (const key of chunks.getKeys(range(id))) chunks.remove(key)
     for (const key of locks.getKeys(range(id))) locks.remove(key)
@@ -32,6 +46,29 @@ export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (i
 
   return {
     removeNow: remove,
+
+    async reserve (keyId, id, until, now, max) {
+      const result = await env.write(() => {
+        let taken = 0
+        for (const { key, value } of places.getRange({ start: [keyId, ''], end: [keyId, '\uffff'] })) {
+          if (value > now) taken++
+          else places.remove(key) // its session expired, or never came
+        }
+        if (taken >= max) return false
+        if (env.recordCount() >= opts.maxRecords) {
+          opts.purgeRoom(now, 100)
+          if (env.recordCount() >= opts.maxRecords) return 'full'
+        }
+        places.put([keyId, id], until)
+        return true
+      })
+      if (result === 'full') throw new DropcodeError('DROPCODE_STATE_FULL')
+      return result
+    },
+
+    async release (keyId, id) {
+      await env.write(() => places.remove([keyId, id]))
+    },
 
     async create (session, now, ttlMs) {
       await env.write(() => save({ session, until: now + ttlMs, state: 'open', leaseUntil: 0, bytes: 0, received: 0 }, sessions.get(session.id)))
@@ -45,10 +82,10 @@ export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (i
       return { session: s.session, chunks: received }
     },
 
-    async beginChunk (id, index, token, lockUntil, now, ttlMs) {
+    async beginChunk (id, index, token, lockUntil, now, ttlMs, keyId) {
       return await env.write(() => {
         const s = live(id, now)
-        if (s === undefined) return { ok: false, reason: 'unknown' } as const
+        if (s === undefined || !ownedBy(s.session, keyId)) return { ok: false, reason: 'unknown' } as const
         if (s.state === 'completing' && s.leaseUntil > now) return { ok: false, reason: 'busy' } as const
         const lock = locks.get([id, index])
         if (lock !== undefined && lock.until > now) return { ok: false, reason: 'locked' } as const
@@ -108,15 +145,16 @@ export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (i
       })
     },
 
-    async beginCompletion (id, now, leaseUntil) {
+    async beginCompletion (id, now, leaseUntil, keyId) {
       return await env.write((): CompletionStart => {
         const s = live(id, now)
         if (s === undefined) {
           const d = done.get(id)
-          if (d === undefined || now >= d.until) return { status: 'unknown' }
-          const { until: _until, ...result } = d
+          if (d === undefined || now >= d.until || !ownedBy(d, keyId)) return { status: 'unknown' }
+          const { until: _until, keyId: _keyId, ...result } = d
           return { status: 'done', result }
         }
+        if (!ownedBy(s.session, keyId)) return { status: 'unknown' }
         if (s.state === 'completing' && s.leaseUntil > now) return { status: 'busy' }
         for (const { value: lock } of locks.getRange(range(id))) if (lock.until > now) return { status: 'busy' }
         const received = new Map<number, ChunkRecord>()
@@ -140,8 +178,9 @@ export function createLmdbSessions (env: LmdbEnv): SessionStore & { removeNow (i
     async finish (id, result, now, doneTtlMs) {
       await env.write(() => {
         const previous = done.get(id)
+        const keyId = sessions.get(id)?.session.keyId ?? previous?.keyId
         remove(id)
-        done.put(id, { ...result, until: now + doneTtlMs })
+        done.put(id, { ...result, until: now + doneTtlMs, ...(keyId !== undefined ? { keyId } : {}) })
         env.reindex('d', id, previous?.until, now + doneTtlMs)
       })
     },

@@ -5,19 +5,26 @@
  * Cluster hash tag, so the keys of one code, one session or one cleanup bucket share a slot:
  *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil
  *   {p}file:{CODE}:claims     hash  claim id → resumable-until (epoch ms), or 'r' (refunded)
+ *   {p}file:{CODE}:served     hash  claim id → bytes charged to the claim (its file's size when taken)
  *   {p}cleanup:{cH}           zset  object key → cleanup deadline; H = the key's first hex digit
  *   {p}cleanup:{cH}:owners    hash  object key → owners ("f:CODE s:ID")
- *   {p}session:{ID}           hash  UploadSession fields + until (idle expiry), state
- *                                   (open|completing), leaseUntil, bytes
+ *   {p}session:{ID}           hash  UploadSession fields (incl. keyId) + until (idle expiry),
+ *                                   state (open|completing), leaseUntil, bytes
  *   {p}session:{ID}:chunks    hash  chunk index → ChunkRecord JSON
  *   {p}session:{ID}:locks     hash  chunk index → "token lockUntil" while a request streams it
- *   {p}done:{ID}              hash  code, size, sha256, until of a completed session (repeated completes)
+ *   {p}done:{ID}              hash  code, size, sha256, until, keyId of a completed session (repeated completes)
+ *   {p}places:{KEYID}         zset  session id → until: the open sessions of one API key (a place
+ *                                   whose until has passed is free; the zset expires with its last)
  *   {p}rl:{NAME}              hash  count, until (a rate-limit window)
  *
  * Atomicity: every read-check-modify is one Lua script (scripts.ts) over one hash tag. Nothing
  * crosses tags: the cleanup index is never written in the same step as a record; instead the
  * sweeper asks an object's owners whether they still need it before deleting it (see
  * services/sweeper.ts), so a crash between two steps leaves at worst an object swept later.
+ * The same goes for a key's places: reserving one is atomic (so concurrent starts never exceed
+ * MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step after the session's
+ * own: a lost move frees the place early (at the expiry it had before), a lost free keeps it
+ * until the session's last idle expiry.
  *
  * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in ../index.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
@@ -86,6 +93,9 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
   for (const [name, [numberOfKeys, lua]] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys, lua })
   const r = client as Redis // the script commands are declared on Redis; Cluster routes them by their first key
   const fileKeys = (code: string) => [`${p}file:{${code}}`, `${p}file:{${code}}:claims`] as const
+  /** With the charges of its claims (only the scripts that need them get this key). */
+  const fileKeys3 = (code: string) => [...fileKeys(code), `${p}file:{${code}}:served`] as const
+  const placesKey = (keyId: string) => `${p}places:{${keyId}}`
   const bucketKeys = (blobKey: string) => bucketOf(blobKey[0] ?? '0')
   const bucketOf = (h: string) => [`${p}cleanup:{c${h}}`, `${p}cleanup:{c${h}}:owners`] as const
   const sessionKeys = (id: string) => [`${p}session:{${id}}`, `${p}session:{${id}}:chunks`, `${p}session:{${id}}:locks`] as const
@@ -94,27 +104,30 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
   const files: FileStore = {
     async create (file, now) {
       const flat = FILE_FIELDS.flatMap(f => [f, String(file[f])])
-      return await guard(async () => (await r.dcFileCreate(...fileKeys(file.code), now, file.retainUntil, ...flat)) === 1)
+      return await guard(async () => (await r.dcFileCreate(...fileKeys3(file.code), now, file.retainUntil, ...flat)) === 1)
     },
     async lookup (code, now) {
       return toLookup(await guard(() => r.dcFileLookup(...fileKeys(code), now)))
     },
     async claim (code, claimId, now, until) {
-      const found = toLookup(await guard(() => r.dcFileClaim(...fileKeys(code), now, claimId, until)))
+      const found = toLookup(await guard(() => r.dcFileClaim(...fileKeys3(code), now, claimId, until)))
       return found.ok ? { ok: true, file: found.file, last: found.file.downloads >= found.file.maxDownloads } : found
     },
     async resume (code, claimId, now) {
       const flat = await guard(() => r.dcFileResume(...fileKeys(code), now, claimId))
       return flat === null ? null : toFile(flat)
     },
-    async endClaim (code, claimId, now, keepUntil) {
-      return await guard(() => r.dcFileEndClaim(...fileKeys(code), now, claimId, keepUntil ?? ''))
+    async charge (code, claimId, bytes, limit, now) {
+      return (await guard(() => r.dcFileCharge(...fileKeys3(code), now, claimId, bytes, limit))) === 1
+    },
+    async endClaim (code, claimId, now, keepUntil, unsent = 0) {
+      return await guard(() => r.dcFileEndClaim(...fileKeys3(code), now, claimId, keepUntil ?? '', unsent))
     },
     async refund (code, claimId, now) {
       await guard(() => r.dcFileRefund(...fileKeys(code), now, claimId))
     },
     async delete (code, now) {
-      return toLookup(await guard(() => r.dcFileDelete(...fileKeys(code), now)))
+      return toLookup(await guard(() => r.dcFileDelete(...fileKeys3(code), now)))
     },
     async objectNeededUntil (code, blobKey, now) {
       return await guard(() => r.dcFileNeeded(...fileKeys(code), now, blobKey))
@@ -147,10 +160,26 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     }
   }
 
+  // Moving and freeing a place are second steps (see the top comment): their failure must not
+  // fail a request whose own step succeeded.
+  const touch = async (keyId: string | undefined, id: string, until: number) => {
+    if (keyId !== undefined && keyId !== '') await r.dcPlaceTouch(placesKey(keyId), id, until).catch(() => {})
+  }
+  const free = async (keyId: string, id: string) => {
+    if (keyId !== '') await client.zrem(placesKey(keyId), id).catch(() => {})
+  }
+
   const sessions: SessionStore = {
+    async reserve (keyId, id, until, now, max) {
+      return (await guard(() => r.dcPlaceReserve(placesKey(keyId), now, id, until, max))) === 1
+    },
+    async release (keyId, id) {
+      await free(keyId, id)
+    },
     async create (session, now, ttlMs) {
       const flat: string[] = SESSION_FIELDS.flatMap(f => [f, String(session[f])])
       if (session.layout !== undefined) flat.push('layout', session.layout)
+      if (session.keyId !== undefined) flat.push('keyId', session.keyId)
       flat.push('state', 'open', 'bytes', '0', 'until', String(now + ttlMs))
       await guard(() => r.dcSessionCreate(sessionKeys(session.id)[0], now + ttlMs, ...flat))
     },
@@ -161,9 +190,12 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       if (fields.until === undefined || now >= Number(fields.until)) return null
       return { session: toSession(Object.entries(fields).flat()), chunks: toChunks(Object.entries(chunkFields).flat()) }
     },
-    async beginChunk (id, index, token, lockUntil, now, ttlMs) {
-      const reply = await guard(() => r.dcChunkBegin(...sessionKeys(id), now, index, token, lockUntil, now + ttlMs))
-      return typeof reply === 'string' ? { ok: false, reason: reply as 'unknown' | 'busy' | 'locked' } : { ok: true, session: toSession(reply) }
+    async beginChunk (id, index, token, lockUntil, now, ttlMs, keyId) {
+      const reply = await guard(() => r.dcChunkBegin(...sessionKeys(id), now, index, token, lockUntil, now + ttlMs, keyId))
+      if (typeof reply === 'string') return { ok: false, reason: reply as 'unknown' | 'busy' | 'locked' }
+      const session = toSession(reply)
+      await touch(session.keyId, id, now + ttlMs)
+      return { ok: true, session }
     },
     async extendChunk (id, index, token, lockUntil, now) {
       return (await guard(() => r.dcChunkExtend(sessionKeys(id)[2], now, index, token, lockUntil))) === 1
@@ -173,15 +205,16 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       return prev === null ? null : JSON.parse(prev) as ChunkRecord
     },
     async commitChunk (id, index, token, chunk, now, ttlMs) {
-      const [status, received, bytes, prev] = await guard(() => r.dcChunkCommit(...sessionKeys(id), now, index, token, JSON.stringify(chunk), now + ttlMs))
+      const [status, received, bytes, prev, keyId] = await guard(() => r.dcChunkCommit(...sessionKeys(id), now, index, token, JSON.stringify(chunk), now + ttlMs))
       if (status !== 'ok') return { ok: false, reason: status as 'gone' | 'lost' }
+      await touch(keyId, id, now + ttlMs)
       return { ok: true, received: received!, bytes: bytes!, previous: prev != null ? JSON.parse(prev) as ChunkRecord : null }
     },
     async settleLayout (id, wanted, now) {
       return (await guard(() => r.dcSessionLayout(sessionKeys(id)[0], now, wanted ?? ''))) ?? undefined
     },
-    async beginCompletion (id, now, leaseUntil) {
-      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil))
+    async beginCompletion (id, now, leaseUntil, keyId) {
+      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId))
       if (status === 'done') return { status, result: { code: a as string, ...(b !== '' ? { size: Number(b) } : {}), ...(c !== '' ? { sha256: c! } : {}) } }
       if (status !== 'open') return { status: status as 'unknown' | 'busy' }
       return { status, session: toSession(a as string[]), chunks: toChunks(b as string[]) }
@@ -190,10 +223,10 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       await guard(() => r.dcCompleteRelease(sessionKeys(id)[0]))
     },
     async finish (id, result, now, doneTtlMs) {
-      await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? ''))
+      await free(await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? '')), id)
     },
     async remove (id) {
-      await guard(() => client.del(...sessionKeys(id)))
+      await free(await guard(() => r.dcSessionRemove(...sessionKeys(id))), id)
     },
     async objectNeededUntil (id, now) {
       return await guard(() => r.dcSessionNeeded(sessionKeys(id)[0], now))

@@ -33,18 +33,20 @@ end
 `
 const FIELDS = 'local v = redis.call(\'HMGET\', KEYS[1], \'expiresAt\', \'maxDownloads\', \'downloads\', \'retainUntil\', \'blobKey\')'
 
-// KEYS: file, claims. ARGV: now, retainUntil, field, value, …
+// KEYS: file, claims, served. ARGV: now, retainUntil, field, value, …
 const FILE_CREATE = `
 local ru = redis.call('HGET', KEYS[1], 'retainUntil')
 if ru and tonumber(ru) > tonumber(ARGV[1]) then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 redis.call('PEXPIREAT', KEYS[1], ARGV[2])
 return 1`
 
 const FILE_LOOKUP = STATUS + 'return redis.call(\'HGETALL\', KEYS[1])'
 
-// ARGV: now, claimId, until (capped at retainUntil). A claim id already present (a refund's tombstone) takes nothing.
+// KEYS: file, claims, served. ARGV: now, claimId, until (capped at retainUntil). A claim id
+// already present (a refund's tombstone) takes nothing. The claim is charged its file's size (its
+// first response is the whole file).
 const FILE_CLAIM = STATUS + `
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 'unknown' end
 redis.call('HINCRBY', KEYS[1], 'downloads', 1)
@@ -52,6 +54,8 @@ local cu = ARGV[3]
 if tonumber(cu) > tonumber(v[4]) then cu = v[4] end
 redis.call('HSET', KEYS[2], ARGV[2], cu)
 redis.call('PEXPIREAT', KEYS[2], v[4])
+redis.call('HSET', KEYS[3], ARGV[2], redis.call('HGET', KEYS[1], 'size'))
+redis.call('PEXPIREAT', KEYS[3], v[4])
 return redis.call('HGETALL', KEYS[1])`
 
 // ARGV: now, claimId. A live claim is kept until the record's retention while it streams.
@@ -63,11 +67,36 @@ if not c or c == 'r' or tonumber(c) <= tonumber(ARGV[1]) then return false end
 redis.call('HSET', KEYS[2], ARGV[2], ru)
 return redis.call('HGETALL', KEYS[1])`
 
-// ARGV: now, claimId, keepUntil ('' ends the claim)
+// KEYS: file, claims, served. ARGV: now, claimId, bytes, limit. (A claim taken before claims were
+// charged has no entry: it counts from 0.)
+const FILE_CHARGE = `
+local now = tonumber(ARGV[1])
+local v = redis.call('HMGET', KEYS[1], 'retainUntil')
+if not v[1] or now >= tonumber(v[1]) then return 0 end
+local c = redis.call('HGET', KEYS[2], ARGV[2])
+if not c or c == 'r' or tonumber(c) <= now then return 0 end
+local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or 0) + tonumber(ARGV[3])
+if served > tonumber(ARGV[4]) then return 0 end
+redis.call('HSET', KEYS[3], ARGV[2], served)
+redis.call('PEXPIREAT', KEYS[3], v[1])
+return 1`
+
+// KEYS: file, claims, served. ARGV: now, claimId, keepUntil ('' ends the claim), unsent bytes
 const FILE_END_CLAIM = NEEDED + `
 local c = redis.call('HGET', KEYS[2], ARGV[2])
 if c and c ~= 'r' then
-  if ARGV[3] == '' then redis.call('HDEL', KEYS[2], ARGV[2]) else redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+  if ARGV[3] == '' then
+    redis.call('HDEL', KEYS[2], ARGV[2])
+    redis.call('HDEL', KEYS[3], ARGV[2])
+  else
+    redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+    local unsent = tonumber(ARGV[4])
+    if unsent > 0 then
+      local served = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or 0) - unsent
+      redis.call('HSET', KEYS[3], ARGV[2], math.max(served, 0))
+      redis.call('PEXPIREAT', KEYS[3], redis.call('HGET', KEYS[1], 'retainUntil'))
+    end
+  end
 end
 ` + FIELDS + `
 return needed(tonumber(ARGV[1]), v)`
@@ -88,10 +117,10 @@ redis.call('HSET', KEYS[2], ARGV[2], 'r')
 redis.call('PEXPIREAT', KEYS[2], ru)
 return 1`
 
-// ARGV: now
+// KEYS: file, claims, served. ARGV: now
 const FILE_DELETE = STATUS + `
 local all = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return all`
 
 // KEYS: bucket zset, bucket owners hash. ARGV: blobKey, deadline, owner ('' for none)
@@ -141,8 +170,14 @@ local function refresh (nu)
 end
 `
 
-// ARGV: now, index, token, lockUntil, newUntil
-const CHUNK_BEGIN = REFRESH + LIVE + `
+// A session of another key (ARGV[i]) is answered as unknown; sessions without a keyId predate keys.
+const OWNED = (i: number) => `
+local owner = redis.call('HGET', KEYS[1], 'keyId')
+if owner and owner ~= '' and owner ~= ARGV[${i}] then return 'unknown' end
+`
+
+// ARGV: now, index, token, lockUntil, newUntil, keyId
+const CHUNK_BEGIN = REFRESH + LIVE + OWNED(6) + `
 local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
 if st[1] == 'completing' and tonumber(st[2]) > now then return 'busy' end
 local lock = redis.call('HGET', KEYS[3], ARGV[2])
@@ -187,7 +222,7 @@ local bytes = redis.call('HINCRBY', KEYS[1], 'bytes', delta)
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[4])
 redis.call('HDEL', KEYS[3], ARGV[2])
 refresh(ARGV[5])
-return {'ok', redis.call('HLEN', KEYS[2]), bytes, prev}`
+return {'ok', redis.call('HLEN', KEYS[2]), bytes, prev, redis.call('HGET', KEYS[1], 'keyId') or ''}`
 
 // ARGV: now, wanted ('' only reads)
 const SESSION_LAYOUT = `
@@ -196,15 +231,17 @@ if not u or tonumber(ARGV[1]) >= tonumber(u) then return false end
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], 'layout', ARGV[2]) end
 return redis.call('HGET', KEYS[1], 'layout')`
 
-// ARGV: now, leaseUntil
+// ARGV: now, leaseUntil, keyId
 const COMPLETE_BEGIN = `
 local now = tonumber(ARGV[1])
 local u = redis.call('HGET', KEYS[1], 'until')
 if not u or now >= tonumber(u) then
-  local d = redis.call('HMGET', KEYS[4], 'code', 'until', 'size', 'sha256')
-  if d[1] and tonumber(d[2]) > now then return {'done', d[1], d[3] or '', d[4] or ''} end
+  local d = redis.call('HMGET', KEYS[4], 'code', 'until', 'size', 'sha256', 'keyId')
+  if d[1] and tonumber(d[2]) > now and (not d[5] or d[5] == '' or d[5] == ARGV[3]) then return {'done', d[1], d[3] or '', d[4] or ''} end
   return {'unknown'}
 end
+local owner = redis.call('HGET', KEYS[1], 'keyId')
+if owner and owner ~= '' and owner ~= ARGV[3] then return {'unknown'} end
 local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
 if st[1] == 'completing' and tonumber(st[2]) > now then return {'busy'} end
 for _, l in ipairs(redis.call('HVALS', KEYS[3])) do
@@ -217,11 +254,41 @@ const COMPLETE_RELEASE = `
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'open') end
 return 1`
 
-// ARGV: doneUntil, code, size, sha256
+// ARGV: doneUntil, code, size, sha256. Returns the session's keyId ('' if none), to free its place.
 const SESSION_FINISH = `
+local owner = redis.call('HGET', KEYS[1], 'keyId') or ''
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[4], 'until', ARGV[1], 'code', ARGV[2], 'size', ARGV[3], 'sha256', ARGV[4])
+redis.call('HSET', KEYS[4], 'until', ARGV[1], 'code', ARGV[2], 'size', ARGV[3], 'sha256', ARGV[4], 'keyId', owner)
 redis.call('PEXPIREAT', KEYS[4], ARGV[1])
+return owner`
+
+// KEYS: meta, chunks, locks. Returns the session's keyId ('' if none), to free its place.
+const SESSION_REMOVE = `
+local owner = redis.call('HGET', KEYS[1], 'keyId') or ''
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return owner`
+
+// The places zset lives as long as its latest place.
+const KEEP_PLACES = `
+local function keep ()
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then redis.call('PEXPIREAT', KEYS[1], last[2]) end
+end
+`
+
+// KEYS: places of one key (zset: session id → until). ARGV: now, id, until, max.
+// Places whose until has passed are free (their session expired, or never came).
+const PLACE_RESERVE = KEEP_PLACES + `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+keep()
+return 1`
+
+// KEYS: places. ARGV: id, until. Moves a held place with its session's idle expiry.
+const PLACE_TOUCH = KEEP_PLACES + `
+redis.call('ZADD', KEYS[1], 'XX', 'GT', ARGV[2], ARGV[1])
+keep()
 return 1`
 
 // ARGV: now. Returns the session's until, or false.
@@ -242,14 +309,15 @@ return {redis.call('HINCRBY', KEYS[1], 'count', 1), tonumber(v[2])}`
 
 /** name → [number of keys, script]. Registered with defineCommand (EVALSHA, falling back to EVAL). */
 export const SCRIPTS = {
-  dcFileCreate: [2, FILE_CREATE],
+  dcFileCreate: [3, FILE_CREATE],
   dcFileLookup: [2, FILE_LOOKUP],
-  dcFileClaim: [2, FILE_CLAIM],
+  dcFileClaim: [3, FILE_CLAIM],
   dcFileResume: [2, FILE_RESUME],
-  dcFileEndClaim: [2, FILE_END_CLAIM],
+  dcFileCharge: [3, FILE_CHARGE],
+  dcFileEndClaim: [3, FILE_END_CLAIM],
   dcFileNeeded: [2, FILE_NEEDED],
   dcFileRefund: [2, FILE_REFUND],
-  dcFileDelete: [2, FILE_DELETE],
+  dcFileDelete: [3, FILE_DELETE],
   dcCleanupSchedule: [2, CLEANUP_SCHEDULE],
   dcCleanupLease: [2, CLEANUP_LEASE],
   dcCleanupForget: [2, CLEANUP_FORGET],
@@ -262,6 +330,9 @@ export const SCRIPTS = {
   dcCompleteBegin: [4, COMPLETE_BEGIN],
   dcCompleteRelease: [1, COMPLETE_RELEASE],
   dcSessionFinish: [4, SESSION_FINISH],
+  dcSessionRemove: [3, SESSION_REMOVE],
+  dcPlaceReserve: [1, PLACE_RESERVE],
+  dcPlaceTouch: [1, PLACE_TOUCH],
   dcSessionNeeded: [1, SESSION_NEEDED],
   dcCounterIncr: [1, COUNTER_INCR]
 } as const satisfies Record<string, readonly [number, string]>
@@ -271,26 +342,30 @@ type Flat = string[]
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    dcFileCreate (file: string, claims: string, ...args: Arg[]): Result<number, Context>
+    dcFileCreate (file: string, claims: string, served: string, ...args: Arg[]): Result<number, Context>
     dcFileLookup (file: string, claims: string, now: number): Result<string | Flat, Context>
-    dcFileClaim (file: string, claims: string, now: number, claimId: string, resumeUntil: number): Result<string | Flat, Context>
+    dcFileClaim (file: string, claims: string, served: string, now: number, claimId: string, resumeUntil: number): Result<string | Flat, Context>
     dcFileResume (file: string, claims: string, now: number, claimId: string): Result<Flat | null, Context>
-    dcFileEndClaim (file: string, claims: string, now: number, claimId: string, keepUntil: number | ''): Result<number | null, Context>
+    dcFileCharge (file: string, claims: string, served: string, now: number, claimId: string, bytes: number, limit: number): Result<number, Context>
+    dcFileEndClaim (file: string, claims: string, served: string, now: number, claimId: string, keepUntil: number | '', unsent: number): Result<number | null, Context>
     dcFileNeeded (file: string, claims: string, now: number, blobKey: string): Result<number | null, Context>
     dcFileRefund (file: string, claims: string, now: number, claimId: string): Result<number, Context>
-    dcFileDelete (file: string, claims: string, now: number): Result<string | Flat, Context>
+    dcFileDelete (file: string, claims: string, served: string, now: number): Result<string | Flat, Context>
     dcCleanupSchedule (bucket: string, owners: string, blobKey: string, deadline: number, owner: string): Result<number, Context>
     dcCleanupLease (bucket: string, owners: string, now: number, limit: number, leaseUntil: number): Result<Flat, Context>
     dcCleanupForget (bucket: string, owners: string, blobKey: string): Result<number, Context>
     dcSessionCreate (meta: string, until: number, ...fields: Arg[]): Result<number, Context>
-    dcChunkBegin (meta: string, chunks: string, locks: string, now: number, index: number, token: string, lockUntil: number, newUntil: number): Result<string | Flat, Context>
+    dcChunkBegin (meta: string, chunks: string, locks: string, now: number, index: number, token: string, lockUntil: number, newUntil: number, keyId: string): Result<string | Flat, Context>
     dcChunkExtend (locks: string, now: number, index: number, token: string, lockUntil: number): Result<number, Context>
     dcChunkAbort (meta: string, chunks: string, locks: string, now: number, index: number, token: string): Result<string | null, Context>
-    dcChunkCommit (meta: string, chunks: string, locks: string, now: number, index: number, token: string, record: string, newUntil: number): Result<[string, number?, number?, (string | null)?], Context>
+    dcChunkCommit (meta: string, chunks: string, locks: string, now: number, index: number, token: string, record: string, newUntil: number): Result<[string, number?, number?, (string | null)?, string?], Context>
     dcSessionLayout (meta: string, now: number, wanted: string): Result<string | null, Context>
-    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number): Result<[string, (string | Flat)?, (string | Flat)?, string?], Context>
+    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number, keyId: string): Result<[string, (string | Flat)?, (string | Flat)?, string?], Context>
     dcCompleteRelease (meta: string): Result<number, Context>
-    dcSessionFinish (meta: string, chunks: string, locks: string, done: string, doneUntil: number, code: string, size: number | '', sha256: string): Result<number, Context>
+    dcSessionFinish (meta: string, chunks: string, locks: string, done: string, doneUntil: number, code: string, size: number | '', sha256: string): Result<string, Context>
+    dcSessionRemove (meta: string, chunks: string, locks: string): Result<string, Context>
+    dcPlaceReserve (places: string, now: number, id: string, until: number, max: number): Result<number, Context>
+    dcPlaceTouch (places: string, id: string, until: number): Result<number, Context>
     dcSessionNeeded (meta: string, now: number): Result<number | null, Context>
     dcCounterIncr (key: string, now: number, untilIfNew: number): Result<[number, number], Context>
   }

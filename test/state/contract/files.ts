@@ -174,4 +174,33 @@ export function fileStoreContract (t: Test, open: OpenBackend) {
     await files.claim(used.code, claimId(), now, now + 1000)
     t.same(await files.delete(used.code, now), { ok: false, reason: 'exhausted' })
   })
+
+  t.test('files: what a claim serves is charged against a limit, starting at the file\'s size; unsent bytes come off (claim_etag_reserves)', async t => {
+    const { files } = await open(t)
+    const file = fileRecord(now, { size: 1000 })
+    await files.create(file, now)
+    const id = claimId()
+    await files.claim(file.code, id, now, file.retainUntil)
+    t.equal(await files.charge(file.code, id, 1000, 2000, now), true, 'the whole file again: 2000 of 2000')
+    t.equal(await files.charge(file.code, id, 1, 2000, now), false, 'one byte more is over the limit')
+    t.equal(await files.endClaim(file.code, id, now, now + 5000, 600) !== null, true, 'cut with 600 bytes unsent')
+    t.equal(await files.charge(file.code, id, 601, 2000, now + 1), false, 'nothing charged when over')
+    t.equal(await files.charge(file.code, id, 600, 2000, now + 1), true, 'the unsent 600 can be served again')
+    t.equal(await files.charge(file.code, id, 1, 2000, now + 1), false)
+    t.equal(await files.charge(file.code, claimId(), 1, 1e12, now + 1), false, 'an unknown claim is charged nothing')
+    t.equal(await files.charge(newCode(), id, 1, 1e12, now + 1), false, 'nor a claim of another file')
+    t.equal(await files.charge(file.code, id, 0, 1e12, now + 5000), false, 'nor one past its window')
+
+    const other = fileRecord(now, { size: 100, maxDownloads: 2 })
+    await files.create(other, now)
+    const [a, b] = [claimId(), claimId()]
+    await files.claim(other.code, a, now, other.retainUntil)
+    await files.claim(other.code, b, now, other.retainUntil)
+    const charged = await Promise.all(Array.from({ length: 120 }, (_, i) => files.charge(other.code, i % 2 === 0 ? a : b, 1, 150, now)))
+    t.equal(charged.filter(Boolean).length, 100, 'concurrent charges stop exactly at each claim\'s limit (50 bytes each)')
+    await files.endClaim(other.code, a, now)
+    t.equal(await files.charge(other.code, a, 0, 1e12, now), false, 'an ended claim is charged nothing')
+    await files.refund(other.code, b, now)
+    t.equal(await files.charge(other.code, b, 0, 1e12, now), false, 'nor a refunded one')
+  })
 }

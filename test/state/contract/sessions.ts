@@ -6,6 +6,8 @@ import type { ChunkRecord, UploadSession } from '../../../src/core/model.js'
 import type { OpenBackend } from './files.js'
 
 export const token = () => randomBytes(12).toString('base64url')
+/** The key id sessions are opened with, unless a test says otherwise. */
+export const KEY = 'key-a-0123456789abcdef'
 
 export function sessionRecord (now: number, over: Partial<UploadSession> = {}): UploadSession {
   return {
@@ -18,6 +20,7 @@ export function sessionRecord (now: number, over: Partial<UploadSession> = {}): 
     expiryHours: 5,
     createdAt: now,
     sha256: '',
+    keyId: KEY,
     ...over
   }
 }
@@ -31,7 +34,7 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
   /** Begins and commits one chunk with a fresh token. */
   async function put (sessions: Awaited<ReturnType<OpenBackend>>['sessions'], id: string, index: number, c: ChunkRecord, at = now) {
     const tk = token()
-    const begun = await sessions.beginChunk(id, index, tk, at + 1000, at, TTL)
+    const begun = await sessions.beginChunk(id, index, tk, at + 1000, at, TTL, KEY)
     if (!begun.ok) throw new Error(`beginChunk: ${begun.reason}`)
     return await sessions.commitChunk(id, index, tk, c, at, TTL)
   }
@@ -61,16 +64,16 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     const s = sessionRecord(now)
     await sessions.create(s, now, TTL)
     const tokens = Array.from({ length: 20 }, token)
-    const results = await Promise.all(tokens.map(tk => sessions.beginChunk(s.id, 1, tk, now + 10_000, now, TTL)))
+    const results = await Promise.all(tokens.map(tk => sessions.beginChunk(s.id, 1, tk, now + 10_000, now, TTL, KEY)))
     t.equal(results.filter(r => r.ok).length, 1, 'exactly one holder')
     t.ok(results.filter(r => !r.ok).every(r => !r.ok && r.reason === 'locked'))
     const holder = tokens[results.findIndex(r => r.ok)]!
     t.same(await sessions.commitChunk(s.id, 1, holder, chunk(5), now, TTL), { ok: true, received: 1, previous: null, bytes: 5 })
     const again = token()
-    t.ok((await sessions.beginChunk(s.id, 1, again, now + 10_000, now, TTL)).ok, 'free again after commit')
+    t.ok((await sessions.beginChunk(s.id, 1, again, now + 10_000, now, TTL, KEY)).ok, 'free again after commit')
     t.same(await sessions.abortChunk(s.id, 1, again, now), chunk(5), 'abort hands back the earlier record')
     t.same([...(await sessions.get(s.id, now))!.chunks.keys()], [], 'and the index counts as missing')
-    t.ok((await sessions.beginChunk(s.id, 1, token(), now + 10_000, now, TTL)).ok, 'free after abort')
+    t.ok((await sessions.beginChunk(s.id, 1, token(), now + 10_000, now, TTL, KEY)).ok, 'free after abort')
   })
 
   t.test('sessions: a dead holder\'s lock runs out; the old holder can neither extend nor commit', async t => {
@@ -78,11 +81,11 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     const s = sessionRecord(now)
     await sessions.create(s, now, TTL)
     const [dead, live] = [token(), token()]
-    t.ok((await sessions.beginChunk(s.id, 0, dead, now + 15_000, now, TTL)).ok)
-    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 14_999, TTL), { ok: false, reason: 'locked' })
+    t.ok((await sessions.beginChunk(s.id, 0, dead, now + 15_000, now, TTL, KEY)).ok)
+    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 14_999, TTL, KEY), { ok: false, reason: 'locked' })
     t.equal(await sessions.extendChunk(s.id, 0, dead, now + 20_000, now + 1), true, 'the holder extends its lock')
-    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 15_000, TTL), { ok: false, reason: 'locked' }, 'extended')
-    t.ok((await sessions.beginChunk(s.id, 0, live, now + 40_000, now + 20_000, TTL)).ok, 'taken over once it ran out')
+    t.same(await sessions.beginChunk(s.id, 0, live, now + 30_000, now + 15_000, TTL, KEY), { ok: false, reason: 'locked' }, 'extended')
+    t.ok((await sessions.beginChunk(s.id, 0, live, now + 40_000, now + 20_000, TTL, KEY)).ok, 'taken over once it ran out')
     t.equal(await sessions.extendChunk(s.id, 0, dead, now + 50_000, now + 20_001), false, 'the old holder cannot extend')
     t.same(await sessions.commitChunk(s.id, 0, dead, chunk(1), now + 20_002, TTL), { ok: false, reason: 'lost' }, 'nor commit')
     t.same(await sessions.abortChunk(s.id, 0, dead, now + 20_003), null, 'nor abort the new holder\'s attempt')
@@ -104,21 +107,21 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     const s = sessionRecord(now)
     await sessions.create(s, now, TTL)
     await put(sessions, s.id, 0, chunk(3))
-    const claims = await Promise.all(Array.from({ length: 10 }, () => sessions.beginCompletion(s.id, now, now + 60_000)))
+    const claims = await Promise.all(Array.from({ length: 10 }, () => sessions.beginCompletion(s.id, now, now + 60_000, KEY)))
     t.equal(claims.filter(c => c.status === 'open').length, 1)
     t.ok(claims.filter(c => c.status !== 'open').every(c => c.status === 'busy'))
     const opened = claims.find(c => c.status === 'open')!
     t.same(opened.status === 'open' && [...opened.chunks], [[0, chunk(3)]])
-    t.same(await sessions.beginChunk(s.id, 1, token(), now + 1000, now, TTL), { ok: false, reason: 'busy' }, 'no chunks while completing')
+    t.same(await sessions.beginChunk(s.id, 1, token(), now + 1000, now, TTL, KEY), { ok: false, reason: 'busy' }, 'no chunks while completing')
     await sessions.releaseCompletion(s.id, now)
-    t.equal((await sessions.beginCompletion(s.id, now, now + 60_000)).status, 'open', 'released: can complete again')
+    t.equal((await sessions.beginCompletion(s.id, now, now + 60_000, KEY)).status, 'open', 'released: can complete again')
     const result = { code: 'AbC123', size: 3, sha256: 'e'.repeat(64) }
     await sessions.finish(s.id, result, now, 60_000)
-    t.same(await sessions.beginCompletion(s.id, now, now + 60_000), { status: 'done', result })
-    t.same(await sessions.beginCompletion(s.id, now + 60_000, now + 70_000), { status: 'unknown' }, 'the code is answered for doneTtl only')
+    t.same(await sessions.beginCompletion(s.id, now, now + 60_000, KEY), { status: 'done', result })
+    t.same(await sessions.beginCompletion(s.id, now + 60_000, now + 70_000, KEY), { status: 'unknown' }, 'the code is answered for doneTtl only')
     t.equal(await sessions.get(s.id, now), null, 'the session is gone')
-    t.same(await sessions.beginChunk(s.id, 0, token(), now + 1000, now, TTL), { ok: false, reason: 'unknown' })
-    t.same(await sessions.beginCompletion('unknown-session-id-xx', now, now + 1), { status: 'unknown' })
+    t.same(await sessions.beginChunk(s.id, 0, token(), now + 1000, now, TTL, KEY), { ok: false, reason: 'unknown' })
+    t.same(await sessions.beginCompletion('unknown-session-id-xx', now, now + 1, KEY), { status: 'unknown' })
   })
 
   t.test('sessions: a session removed after a failed completion is gone, with its chunks', async t => {
@@ -128,7 +131,7 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     await put(sessions, s.id, 0, chunk(3))
     await sessions.remove(s.id)
     t.equal(await sessions.get(s.id, now), null)
-    t.same(await sessions.beginCompletion(s.id, now, now + 1000), { status: 'unknown' })
+    t.same(await sessions.beginCompletion(s.id, now, now + 1000, KEY), { status: 'unknown' })
     await sessions.create(s, now, TTL)
     t.same((await sessions.get(s.id, now))?.chunks, new Map(), 'no chunk record survived')
   })
@@ -138,15 +141,15 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     const s = sessionRecord(now)
     await sessions.create(s, now, TTL)
     const tk = token()
-    await sessions.beginChunk(s.id, 0, tk, now + 10_000, now, TTL)
-    t.equal((await sessions.beginCompletion(s.id, now, now + 1000)).status, 'busy')
-    t.equal((await sessions.beginCompletion(s.id, now + 10_000, now + 11_000)).status, 'open', 'a dead chunk lock does not block for ever')
+    await sessions.beginChunk(s.id, 0, tk, now + 10_000, now, TTL, KEY)
+    t.equal((await sessions.beginCompletion(s.id, now, now + 1000, KEY)).status, 'busy')
+    t.equal((await sessions.beginCompletion(s.id, now + 10_000, now + 11_000, KEY)).status, 'open', 'a dead chunk lock does not block for ever')
     await sessions.releaseCompletion(s.id, now + 10_000)
-    await sessions.beginChunk(s.id, 0, token(), now + 12_000, now + 10_000, TTL)
+    await sessions.beginChunk(s.id, 0, token(), now + 12_000, now + 10_000, TTL, KEY)
     await sessions.abortChunk(s.id, 0, tk, now + 10_000)
-    t.equal((await sessions.beginCompletion(s.id, now + 12_000, now + 13_000)).status, 'open')
-    t.equal((await sessions.beginCompletion(s.id, now + 12_500, now + 14_000)).status, 'busy')
-    t.equal((await sessions.beginCompletion(s.id, now + 13_000, now + 14_000)).status, 'open', 'lease expired')
+    t.equal((await sessions.beginCompletion(s.id, now + 12_000, now + 13_000, KEY)).status, 'open')
+    t.equal((await sessions.beginCompletion(s.id, now + 12_500, now + 14_000, KEY)).status, 'busy')
+    t.equal((await sessions.beginCompletion(s.id, now + 13_000, now + 14_000, KEY)).status, 'open', 'lease expired')
   })
 
   t.test('sessions: an idle session expires exactly; activity refreshes it', async t => {
@@ -158,8 +161,55 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     t.not(await sessions.get(s.id, now + TTL), null, 'refreshed by the chunk')
     t.equal(await sessions.objectNeededUntil(s.id, now + 30_000), now + 30_000 + TTL)
     t.equal(await sessions.get(s.id, now + 30_000 + TTL), null, 'gone at its idle expiry')
-    t.same(await sessions.beginChunk(s.id, 1, token(), now + 100_000, now + 30_000 + TTL, TTL), { ok: false, reason: 'unknown' })
+    t.same(await sessions.beginChunk(s.id, 1, token(), now + 100_000, now + 30_000 + TTL, TTL, KEY), { ok: false, reason: 'unknown' })
     t.equal(await sessions.objectNeededUntil(s.id, now + 30_000 + TTL), null)
     t.equal(await sessions.objectNeededUntil('unknown-session-id-xx', now), null)
+  })
+
+  t.test('sessions: a session answers only its own key; another key is answered as for an unknown session and changes nothing', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    const other = 'key-b-0123456789abcdef'
+    t.same(await sessions.beginChunk(s.id, 0, token(), now + 10_000, now + 1000, TTL, other), { ok: false, reason: 'unknown' })
+    t.equal(await sessions.objectNeededUntil(s.id, now), now + TTL, 'the other key did not refresh the session')
+    t.same(await sessions.beginCompletion(s.id, now, now + 60_000, other), { status: 'unknown' })
+    t.equal((await put(sessions, s.id, 0, chunk(3))).ok, true, 'no lock or lease was taken: the owner goes on')
+    t.equal((await sessions.beginCompletion(s.id, now, now + 60_000, KEY)).status, 'open')
+    t.equal((await sessions.get(s.id, now))?.session.keyId, KEY, 'the session names its key')
+    const result = { code: 'AbC123', size: 3, sha256: 'e'.repeat(64) }
+    await sessions.finish(s.id, result, now, 60_000)
+    t.same(await sessions.beginCompletion(s.id, now, now + 60_000, other), { status: 'unknown' }, 'nor is its code answered to another key')
+    t.same(await sessions.beginCompletion(s.id, now, now + 60_000, KEY), { status: 'done', result })
+
+    const { keyId: _keyId, ...older } = sessionRecord(now)
+    await sessions.create(older, now, TTL)
+    t.ok((await sessions.beginChunk(older.id, 0, token(), now + 1000, now, TTL, other)).ok, 'a session opened before keys were bound answers any key')
+  })
+
+  t.test('sessions: a key holds at most `max` places, also under concurrency; finish, remove, release and expiry free them, activity keeps them', async t => {
+    const { sessions } = await open(t)
+    const fresh = () => sessionRecord(now).id
+    const ids = Array.from({ length: 30 }, fresh)
+    const granted = await Promise.all(ids.map(id => sessions.reserve(KEY, id, now + TTL, now, 10)))
+    t.equal(granted.filter(Boolean).length, 10, 'exactly 10 of 30 concurrent reservations')
+    const held = ids.filter((_, i) => granted[i])
+    t.equal(await sessions.reserve('key-b-0123456789abcdef', fresh(), now + TTL, now, 10), true, 'another key has its own places')
+    const made = held.slice(0, 8).map(id => sessionRecord(now, { id }))
+    for (const s of made) await sessions.create(s, now, TTL)
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), false, 'all 10 taken')
+    await sessions.release(KEY, held[8]!)
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a released place is free')
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), false, 'and taken again')
+    await sessions.finish(made[0]!.id, { code: 'AbC123' }, now, 60_000)
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a finished session\'s place is free')
+    await sessions.remove(made[1]!.id)
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a removed session\'s place is free')
+    t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), false)
+    await put(sessions, made[2]!.id, 0, chunk(1), now + 30_000)
+    const later = now + TTL
+    const again = []
+    for (let i = 0; i < 10; i++) again.push(await sessions.reserve(KEY, fresh(), later + TTL, later, 10))
+    t.same(again.filter(Boolean).length, 9, 'idle past their expiry, places are free; the active session keeps its own')
   })
 }
