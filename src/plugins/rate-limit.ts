@@ -18,7 +18,6 @@
  * write (nothing to refund), and parallel downloads from one address are never refused, only
  * queued for their lookup (a few ms), not for their transfer.
  */
-import { createHash } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler, onSendAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import ipaddr from 'ipaddr.js'
@@ -108,8 +107,8 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   app.addHook('onRequest', untrustedForwardingWarning(app, trustFunction(config.trustProxy)))
 
   const uploadsHook: onRequestAsyncHookHandler = async (req, reply) => {
-    const key = createHash('sha256').update(String(req.headers['x-client-key'])).digest('hex').slice(0, 32)
-    const { count, resetMs } = await app.state.counters.incr(`upload:${key}`, windowMs, now())
+    // After the key check (auth.ts's uploadGuards): counted per key identity, never the key.
+    const { count, resetMs } = await app.state.counters.incr(`upload:${req.keyId}`, windowMs, now())
     if (count > uploads) throw limited(reply, resetMs)
   }
   const gate: onRequestAsyncHookHandler = async (req, reply) => {
