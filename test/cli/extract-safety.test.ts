@@ -23,13 +23,14 @@ async function uploadArchive (t: Test, env: CliEnv, name: string, bytes: Buffer,
   return up.stdout.trim()
 }
 
-/** Every path under `root` with its content (files) or target (links): a tree's fingerprint. */
-function snapshot (root: string): Record<string, string> {
+/** Every path under `root` with its content (files) or target (links), never following a link. */
+function snapshot (root: string, rel = ''): Record<string, string> {
   const out: Record<string, string> = {}
-  for (const rel of fs.readdirSync(root, { recursive: true }) as string[]) {
-    const p = path.join(root, rel)
-    const st = fs.lstatSync(p)
-    out[rel] = st.isSymbolicLink() ? `-> ${fs.readlinkSync(p)}` : st.isFile() ? fs.readFileSync(p, 'utf8') : 'dir'
+  for (const name of fs.readdirSync(path.join(root, rel)).sort()) {
+    const r = rel === '' ? name : `${rel}/${name}`
+    const st = fs.lstatSync(path.join(root, r))
+    if (st.isDirectory()) Object.assign(out, { [r]: 'dir' }, snapshot(root, r))
+    else out[r] = st.isSymbolicLink() ? `-> ${fs.readlinkSync(path.join(root, r))}` : fs.readFileSync(path.join(root, r), 'utf8')
   }
   return out
 }
