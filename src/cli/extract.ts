@@ -22,9 +22,12 @@ import { unpack, type UnpackLimits } from './unpack.js'
 /** Shown in full up to this many; the rest counted. */
 const SHOWN = 20
 
-/** Whether `target` is an existing directory; missing is fine, anything else is exit 8. */
+/**
+ * Whether `target` is an existing directory (a link to one, the user's own choice, counts);
+ * missing is fine, anything else is exit 8.
+ */
 export async function targetExists (target: string): Promise<boolean> {
-  const st = await fs.lstat(target).catch(() => undefined)
+  const st = await fs.stat(target).catch(() => undefined)
   if (st === undefined) return false
   if (!st.isDirectory()) throw new CliError(EXIT.LOCAL, `${target} exists and is not a directory: --extract needs a directory, or a path that does not exist yet`)
   return true
