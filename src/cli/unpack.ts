@@ -91,10 +91,10 @@ export async function unpack (source: Readable, dir: string, limits: UnpackLimit
       }
       const why = entryProblem(e, links)
       if (why !== undefined) refused.push(`${e.path}: ${why}`)
-      if (refused.length > 0) return false
-      if (e.type === 'SymbolicLink') links.set(normal(e.path), e.linkpath!)
-      else links.delete(normal(e.path))
-      return true
+      // Refused links stay in the model too, so that what lies under them is named as well.
+      if (e.type === 'SymbolicLink') links.set(normal(e.path), e.linkpath ?? '')
+      else if (why === undefined) links.delete(normal(e.path))
+      return refused.length === 0
     },
     onwarn: (_code, message, data) => {
       const entry = (data as { entry?: ReadEntry }).entry
