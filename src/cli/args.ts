@@ -7,6 +7,14 @@ import { CliError, EXIT } from './exit-codes.js'
 
 export const MiB = 1024 * 1024
 
+/**
+ * Bounds of `download --extract` (docs/cli.md, "Extracting"): entries, and bytes of content
+ * unless the archive itself is larger (an uncompressed tar never holds more than its own size,
+ * so the size bound only stops compression bombs).
+ */
+export const DEFAULT_MAX_ENTRIES = 20_000
+export const DEFAULT_MAX_SIZE = 5 * 1024 * MiB
+
 const common = {
   url: { type: 'string' },
   quiet: { type: 'boolean', short: 'q' },
@@ -25,7 +33,14 @@ const OPTIONS = {
     parallel: { type: 'string' },
     name: { type: 'string' }
   },
-  download: { ...common, output: { type: 'string', short: 'o' }, force: { type: 'boolean', short: 'f' }, extract: { type: 'boolean', short: 'x' } },
+  download: {
+    ...common,
+    output: { type: 'string', short: 'o' },
+    force: { type: 'boolean', short: 'f' },
+    extract: { type: 'boolean', short: 'x' },
+    'max-entries': { type: 'string' },
+    'max-size': { type: 'string' }
+  },
   info: common,
   delete: common
 } as const satisfies Record<string, ParseArgsConfig['options']>
@@ -77,8 +92,13 @@ one within the service's resume window. On a digest mismatch the partial file is
 
 Options:
   -o, --output PATH    write to PATH ("-": standard output; with --extract: a directory)
-  -f, --force          overwrite an existing file
-  -x, --extract        unpack the downloaded tar (safely: no absolute paths, no "..", no links out)
+  -f, --force          overwrite an existing file (not with --extract: it never writes into an existing tree)
+  -x, --extract        unpack the downloaded tar, all or nothing: into PATH (default: here) if it
+                       does not exist, else its top-level entries into it if none of them exists;
+                       refused (exit 8, nothing written) for absolute paths, "..", links that lead
+                       out (also through other links), devices, FIFOs, or over a bound
+  --max-entries N      with --extract: entries at most (default ${DEFAULT_MAX_ENTRIES})
+  --max-size SIZE      with --extract: bytes of content at most (default 5G, or the archive's size if larger)
 ${COMMON_HELP}
 `,
   info: `Usage: dropcode info <code> [options]
@@ -121,6 +141,10 @@ export interface DownloadArgs extends Common {
   output?: string | undefined
   force: boolean
   extract: boolean
+  /** --extract: entries at most. */
+  maxEntries: number
+  /** --extract: bytes of content at most; undefined: DEFAULT_MAX_SIZE or the archive's size. */
+  maxSize: number | undefined
 }
 
 export interface CodeArgs extends Common {
@@ -139,11 +163,11 @@ function positiveInt (name: string, value: string | undefined, fallback?: number
 }
 
 /** "8M", "8MiB", "512k", "1G", "1048576" → bytes (binary units). */
-export function parseSize (value: string): number {
-  const m = /^(\d+)\s*([kmg]?)(?:i?b)?$/i.exec(value.trim())
-  if (m === null) throw usage(`--chunk-size must be a size such as 8M or 1048576, not "${value}"`)
-  const size = Number(m[1]) * ({ '': 1, k: 1024, m: MiB, g: 1024 * MiB } as Record<string, number>)[m[2]!.toLowerCase()]!
-  if (size < 1) throw usage('--chunk-size must be at least one byte')
+export function parseSize (value: string, name = 'chunk-size'): number {
+  const m = /^(\d+)\s*([kmgt]?)(?:i?b)?$/i.exec(value.trim())
+  if (m === null) throw usage(`--${name} must be a size such as 8M or 1048576, not "${value}"`)
+  const size = Number(m[1]) * ({ '': 1, k: 1024, m: MiB, g: 1024 * MiB, t: 1024 * 1024 * MiB } as Record<string, number>)[m[2]!.toLowerCase()]!
+  if (size < 1) throw usage(`--${name} must be at least one byte`)
   return size
 }
 
@@ -186,7 +210,16 @@ export function parse (argv: string[], env: NodeJS.ProcessEnv): Args {
     }
   }
   if (cmd === 'download') {
-    return { ...base, command: 'download', code: target, output: v.output as string | undefined, force: v.force === true, extract: v.extract === true }
+    return {
+      ...base,
+      command: 'download',
+      code: target,
+      output: v.output as string | undefined,
+      force: v.force === true,
+      extract: v.extract === true,
+      maxEntries: positiveInt('max-entries', v['max-entries'] as string | undefined, DEFAULT_MAX_ENTRIES)!,
+      maxSize: v['max-size'] !== undefined ? parseSize(v['max-size'] as string, 'max-size') : undefined
+    }
   }
   return { ...base, command: cmd, code: target }
 }

@@ -18,13 +18,14 @@ import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import path from 'node:path'
-import type { DownloadArgs } from './args.js'
+import { cleanFilename } from '../core/filename.js'
+import { DEFAULT_MAX_SIZE, type DownloadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
 import { describe, Retryable, type Client } from './http.js'
 import { checkCode, failed, hexDigest, info, type FileInfo } from './lookup.js'
 import { progress as makeProgress } from './progress.js'
-import { StateFile } from './state.js'
-import { extractFile } from './tar.js'
+import { StateFile, stateWarning } from './state.js'
+import { archivePath, extractArchive, targetExists } from './extract.js'
 
 interface DownloadState { etag: string, sha256: string, size: number, file: FileInfo }
 
@@ -39,15 +40,18 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
   const toStdout = args.output === '-' && !args.extract
   // Named by what the command asked for, not by the file's name: a rerun finds it without
   // asking HEAD, which answers 404 once the last permitted download is claimed (and resumable).
-  const state = new StateFile<DownloadState>('download', [client.base.href, args.code, path.resolve(args.output ?? '.'), args.extract])
-  const saved = toStdout ? undefined : await state.read()
+  const state = new StateFile<DownloadState>('download', [client.base.href, args.code, path.resolve(args.output ?? '.'), args.extract], { warn: stateWarning(args) })
+  let saved = toStdout ? undefined : await state.read()
+  // The name becomes a path: only a base name, as from the service, is taken from a state file.
+  if (saved !== undefined && cleanFilename(saved.file?.name) !== saved.file?.name) saved = undefined
   const head = saved?.file ?? await info(args, client)
   let target = '-'
   let part = '-'
+  let made: string | undefined // the first directory this run created for the archive, if any
   if (args.extract) {
     target = path.resolve(args.output ?? '.')
-    await fs.mkdir(target, { recursive: true })
-    part = path.join(target, `.${head.name}.dropcode-part`)
+    part = archivePath(target, await targetExists(target), head.name)
+    made = await fs.mkdir(path.dirname(part), { recursive: true }).catch(local(path.dirname(part)))
   } else if (!toStdout) {
     target = args.output !== undefined ? path.resolve(args.output) : path.resolve(head.name)
     if (args.output !== undefined && (await fs.stat(target).catch(() => undefined))?.isDirectory() === true) target = path.join(target, head.name)
@@ -57,11 +61,19 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
     throw new CliError(EXIT.LOCAL, `${target} exists: pass --force to overwrite it, or -o another path`)
   }
 
-  const { sha256, size } = await fetchInto(args, client, head, part, saved, state)
+  const { sha256, size } = await fetchInto(args, client, head, part, saved, state).catch(async (err: unknown) => {
+    if (made !== undefined && !(err instanceof CliError && err.exitCode === EXIT.NETWORK)) await removeEmpty(path.dirname(part), made)
+    throw err
+  })
   if (!toStdout) {
     if (args.extract) {
       try {
-        await extractFile(createReadStream(part), target, args.force)
+        // An uncompressed tar never holds more than its own size: the size bound is for compression.
+        await extractArchive(part, target, { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, size) })
+      } catch (err) {
+        await fs.rm(part, { force: true })
+        if (made !== undefined) await removeEmpty(path.dirname(part), made) // a failed extraction leaves nothing
+        throw err
       } finally {
         await fs.rm(part, { force: true }) // verified and unpacked (or refused): the download is over
         await state.remove()
@@ -179,6 +191,13 @@ async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: {
     onBytes(data.length)
   }
   if (!res.complete) throw new Error('connection closed')
+}
+
+/** Removes `dir` and its parents up to `top` (which this run created), as long as they are empty. */
+async function removeEmpty (dir: string, top: string): Promise<void> {
+  for (let d = dir; d.startsWith(top); d = path.dirname(d)) {
+    if (!await fs.rmdir(d).then(() => true, () => false)) return
+  }
 }
 
 /** SHA-256 state of the first `length` bytes of a partial file. */

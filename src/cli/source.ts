@@ -12,6 +12,7 @@ import { cleanFilename } from '../core/filename.js'
 import { CliError, EXIT } from './exit-codes.js'
 import { describe } from './http.js'
 import { packDirectory } from './tar.js'
+import { auditTree } from './tree-audit.js'
 
 export interface Source {
   kind: 'file' | 'directory' | 'stdin'
@@ -37,11 +38,27 @@ export async function openSource (input: string, name: string | undefined): Prom
     throw new CliError(EXIT.LOCAL, `cannot read ${input}: ${describe(err)}`)
   }
   if (stat.isDirectory()) {
+    await refuseLinksOut(abs)
     return { kind: 'directory', path: abs, name: cleanFilename(name ?? `${path.basename(abs)}.tar`), size: undefined, mtimeMs: stat.mtimeMs, open: () => packDirectory(abs) }
   }
   if (!stat.isFile()) throw new CliError(EXIT.LOCAL, `${input} is neither a file nor a directory`)
   // Large reads: the hashing pass is bound by the number of calls as much as by the bytes.
   return { kind: 'file', path: abs, name: cleanFilename(name ?? path.basename(abs)), size: stat.size, mtimeMs: stat.mtimeMs, open: () => createReadStream(abs, { highWaterMark: 1024 * 1024 }) }
+}
+
+/**
+ * A directory with a link that leads out of it (absolute, or `..` above it, also through other
+ * links), or a FIFO or device, is refused before a byte is sent: on the receiving side the link
+ * would point at whatever lies there, and `download --extract` refuses such an archive anyway.
+ * Whoever means to send one can make the tar themselves and upload it as a file.
+ */
+async function refuseLinksOut (dir: string): Promise<void> {
+  const problems = await auditTree(dir, { hardlinks: false, label: path.basename(dir) }).catch((err: unknown) => {
+    throw new CliError(EXIT.LOCAL, `cannot read ${dir}: ${describe(err)}`)
+  })
+  if (problems.length === 0) return
+  const shown = problems.slice(0, 20).map(p => `\n  ${p}`).join('') + (problems.length > 20 ? `\n  (and ${problems.length - 20} more)` : '')
+  throw new CliError(EXIT.LOCAL, `refusing to upload ${dir}: ${problems.length} entr${problems.length === 1 ? 'y leads' : 'ies lead'} out of it or cannot travel in a tar:${shown}\n(to send it anyway: tar -cf x.tar -C ${path.dirname(dir)} ${path.basename(dir)} && dropcode upload x.tar)`)
 }
 
 /** The input's bytes; a read failure (an unreadable file inside a directory) is a local error. */

@@ -18,7 +18,7 @@ import type { Client } from './http.js'
 import { Multipart } from './multipart.js'
 import { progress as makeProgress, type Progress } from './progress.js'
 import { digest, openSource, readChunks, type Digests, type Source } from './source.js'
-import { StateFile } from './state.js'
+import { StateFile, stateWarning } from './state.js'
 
 export interface UploadResult {
   code: string
@@ -51,7 +51,7 @@ export async function upload (args: UploadArgs, client: Client): Promise<UploadR
     answer = await single(args, client, source, undefined)
   } else {
     // A directory's size is known only now; chunk digests are needed only to resume a session.
-    digests = await digest(source, args.chunkSize, await new StateFile('upload', stateIdentity(client, source, args.chunkSize)).read() !== undefined)
+    digests = await digest(source, args.chunkSize, await uploadState(args, client, source).read() !== undefined)
     answer = digests.size <= args.chunkSize
       ? await single(args, client, source, digests)
       : await chunked(args, client, source, digests)
@@ -105,10 +105,14 @@ function stateIdentity (client: Client, source: Source, chunkSize: number): unkn
   return [client.base.href, source.kind, source.path, source.kind === 'file' ? source.size : 'dir', source.kind === 'file' ? source.mtimeMs : 0, chunkSize]
 }
 
+/** Bound to the key: another key's session is never resumed (nor its file found). */
+const uploadState = (args: UploadArgs, client: Client, source: Source) =>
+  new StateFile<UploadState>('upload', stateIdentity(client, source, args.chunkSize), { key: args.key, warn: stateWarning(args) })
+
 async function chunked (args: UploadArgs, client: Client, source: Source, digests: Digests): Promise<Answer> {
   const { size } = digests
   const total = Math.ceil(size / args.chunkSize)
-  const state = new StateFile<UploadState>('upload', stateIdentity(client, source, args.chunkSize))
+  const state = uploadState(args, client, source)
   const wanted = { sha256: digests.sha256, size, chunkSize: args.chunkSize, maxDownloads: args.maxDownloads, expiryHours: args.expiryHours }
   const progress = makeProgress('upload', size, args)
 

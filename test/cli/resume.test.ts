@@ -6,30 +6,15 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { API_KEY, testEnv } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
-import { cutAfter, type Proxy, startProxy, stopAfter } from './proxy.js'
-import { type CliEnv, cliEnv, fileSize, runCli, startCli, stateFiles, until } from './run.js'
+import { cutAfter, startProxy, stopAfter } from './proxy.js'
+import { cliEnv, fileSize, killUploadAfterChunks, runCli, startCli, stateFiles, until } from './run.js'
 
 const MiB = 1024 * 1024
 const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'warn' }))
-
-/**
- * Runs `dropcode upload` until `stored` chunks are stored and the next `held` chunk requests
- * are held by the proxy, then kills it (kill -9); the proxy passes everything again afterwards.
- */
-async function killUploadAfterChunks (t: Test, proxy: Proxy, args: string[], env: CliEnv, stored: number, held: number) {
-  let chunks = 0
-  proxy.decide = req => req.url === '/upload/chunk' && ++chunks > stored ? { kind: 'hold' } : { kind: 'pass' }
-  const first = startCli(t, args, env)
-  await until(() => proxy.seen.filter(s => s.path === '/upload/chunk' && s.status === 200 && s.done).length === stored && chunks === stored + held, 20_000, `${stored} chunks stored, ${held} held`)
-  first.child.kill('SIGKILL')
-  const done = await first.done
-  proxy.decide = () => ({ kind: 'pass' })
-  return done
-}
 
 t.test('an upload killed midway resumes: only the missing chunks are sent', async t => {
   const proxy = await startProxy(t, server.url)

@@ -8,6 +8,7 @@ import path from 'node:path'
 import type { Test } from 'tap'
 import { root } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
+import type { Proxy } from './proxy.js'
 
 export const CLI = path.join(root, 'dist/cli/index.js')
 
@@ -78,3 +79,18 @@ export const fileSize = (p: string) => { try { return fs.statSync(p).size } catc
 
 /** Files left in the CLI's resume-state directory. */
 export const stateFiles = (env: CliEnv) => { try { return fs.readdirSync(path.join(env.cache, 'dropcode')) } catch { return [] } }
+
+/**
+ * Runs `dropcode upload` until `stored` chunks are stored and the next `held` chunk requests
+ * are held by the proxy, then kills it (kill -9); the proxy passes everything again afterwards.
+ */
+export async function killUploadAfterChunks (t: Test, proxy: Proxy, args: string[], env: CliEnv, stored: number, held: number) {
+  let chunks = 0
+  proxy.decide = req => req.url === '/upload/chunk' && ++chunks > stored ? { kind: 'hold' } : { kind: 'pass' }
+  const first = startCli(t, args, env)
+  await until(() => proxy.seen.filter(s => s.path === '/upload/chunk' && s.status === 200 && s.done).length === stored && chunks === stored + held, 20_000, `${stored} chunks stored, ${held} held`)
+  first.child.kill('SIGKILL')
+  const done = await first.done
+  proxy.decide = () => ({ kind: 'pass' })
+  return done
+}

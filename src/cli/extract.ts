@@ -1,0 +1,98 @@
+/**
+ * `download --extract`: the verified archive is unpacked into a staging directory beside its
+ * final place (same filesystem, so the move is a rename), checked there on disk, and moved into
+ * place only when every entry passed. A refused or failed extraction (an unsafe entry, a bound,
+ * a gzip bomb, a full disk) removes the staging directory and leaves the target as it was.
+ *
+ * - Target missing (`-o out`): staged as `PARENT/.out.dropcode-extract-RANDOM`, renamed to `out`.
+ * - Target an existing directory (the current one by default): staged inside it, then the
+ *   archive's top-level entries (`dist/` for `dropcode upload dist/`) are moved into it. If any of
+ *   them exists already, nothing is moved (exit 8): an extraction never writes into an existing
+ *   tree, with or without --force (replacing a tree is for a later --force).
+ */
+import { randomBytes } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import { CliError, EXIT } from './exit-codes.js'
+import { describe } from './http.js'
+import { auditTree } from './tree-audit.js'
+import { unpack, type UnpackLimits } from './unpack.js'
+
+/** Shown in full up to this many; the rest counted. */
+const SHOWN = 20
+
+/**
+ * Whether `target` is an existing directory (a link to one, the user's own choice, counts);
+ * missing is fine, anything else is exit 8.
+ */
+export async function targetExists (target: string): Promise<boolean> {
+  const st = await fs.stat(target).catch(() => undefined)
+  if (st === undefined) return false
+  if (!st.isDirectory()) throw new CliError(EXIT.LOCAL, `${target} exists and is not a directory: --extract needs a directory, or a path that does not exist yet`)
+  return true
+}
+
+/** Where the archive is downloaded to before extraction: beside the staging directory. */
+export function archivePath (target: string, exists: boolean, name: string): string {
+  return exists ? path.join(target, `.${name}.dropcode-part`) : path.join(path.dirname(target), `.${path.basename(target)}.${name}.dropcode-part`)
+}
+
+export function unsafeArchive (refused: string[]): CliError {
+  const lines = refused.slice(0, SHOWN).map(r => `\n  ${r}`).join('')
+  const more = refused.length > SHOWN ? `\n  (and ${refused.length - SHOWN} more)` : ''
+  return new CliError(EXIT.LOCAL, `unsafe archive: refused ${refused.length} entr${refused.length === 1 ? 'y' : 'ies'}, nothing was extracted:${lines}${more}`)
+}
+
+export async function extractArchive (archive: string, target: string, limits: UnpackLimits): Promise<void> {
+  const exists = await targetExists(target)
+  const parent = exists ? target : path.dirname(target)
+  await fs.mkdir(parent, { recursive: true }).catch(local(parent))
+  const stage = path.join(parent, `.${exists ? '' : `${path.basename(target)}.`}dropcode-extract-${randomBytes(6).toString('hex')}`)
+  await fs.mkdir(stage).catch(local(stage)) // the umask's mode, as for the directory it becomes
+  try {
+    const refused = await unpack(createReadStream(archive), stage, limits)
+    // On disk, whatever order the entries came in: chains of links, hard links to outside.
+    if (refused.length === 0) refused.push(...await auditTree(stage, { hardlinks: true }))
+    if (refused.length > 0) throw unsafeArchive(refused)
+    if (exists) await moveEntries(stage, target)
+    else await fs.rename(stage, target).catch(local(target))
+  } finally {
+    // Late writes of an aborted extraction fail once this is gone: node-tar creates nothing
+    // above its (missing) working directory.
+    await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 })
+  }
+}
+
+/** Moves every top-level entry of `stage` into `target`, or none if any name is taken there. */
+async function moveEntries (stage: string, target: string): Promise<void> {
+  const names = await fs.readdir(stage)
+  const taken: string[] = []
+  for (const name of names) if (await fs.lstat(path.join(target, name)).then(() => true, () => false)) taken.push(name)
+  if (taken.length > 0) {
+    throw new CliError(EXIT.LOCAL, `${target} already has ${taken.slice(0, SHOWN).join(', ')}${taken.length > SHOWN ? ', …' : ''}: --extract never writes into an existing tree (not even with --force); remove ${taken.length === 1 ? 'it' : 'them'}, or extract elsewhere with -o`)
+  }
+  const moved: string[] = []
+  try {
+    for (const name of names) {
+      await moveNoReplace(path.join(stage, name), path.join(target, name))
+      moved.push(name)
+    }
+  } catch (err) {
+    for (const name of moved.reverse()) await moveNoReplace(path.join(target, name), path.join(stage, name)).catch(() => {})
+    throw new CliError(EXIT.LOCAL, `cannot move the extracted tree into ${target}: ${describe(err)}; nothing was moved`)
+  }
+}
+
+/**
+ * A rename that never replaces what appeared meanwhile: a link(2) (which fails on an existing
+ * name, and links a symbolic link itself) for anything but a directory; a directory's rename
+ * fails on a non-empty one.
+ */
+async function moveNoReplace (from: string, to: string): Promise<void> {
+  if ((await fs.lstat(from)).isDirectory()) return await fs.rename(from, to)
+  await fs.link(from, to)
+  await fs.unlink(from)
+}
+
+const local = (what: string) => (err: unknown): never => { throw new CliError(EXIT.LOCAL, `cannot write ${what}: ${describe(err)}`) }
