@@ -86,9 +86,16 @@ export interface SessionView {
 /**
  * Who needs an object kept: a file record (`f:CODE`) or a chunked session (`s:ID`). The
  * cleanup index remembers owners so the sweeper can ask them before deleting.
+ *
+ * A publish passes through two more forms (services/files.ts): `p:CODE` while the record may
+ * exist but its code has not been answered (registered before the record is created), and
+ * `x:CODE` once the publish is given up (by the request that failed, or by a sweeper whose lease
+ * found it still pending): its code is never answered, so its record, if it exists or appears
+ * later, is retracted before the object goes.
  */
-export type Owner = `f:${string}` | `s:${string}`
+export type Owner = `f:${string}` | `s:${string}` | `p:${string}` | `x:${string}`
 export const fileOwner = (code: string): Owner => `f:${code}`
+export const pendingOwner = (code: string): Owner => `p:${code}`
 /** True when `keyId` may use `session` (its own key, or a session opened before keys were bound). */
 export const ownedBy = (session: { keyId?: string | undefined }, keyId: string) =>
   session.keyId === undefined || session.keyId === '' || session.keyId === keyId

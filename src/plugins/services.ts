@@ -52,7 +52,7 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     chunkLockMs: config.chunkLockMs,
     maxOpenPerKey: config.maxOpenSessionsPerKey
   }))
-  const sweeper = createSweeper({ blobs, files: state.files, sessions: state.sessions, cleanup: state.cleanup, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs })
+  const sweeper = createSweeper({ blobs, files: state.files, sessions: state.sessions, cleanup: state.cleanup, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs, tombstoneMs: config.limits.maxExpiryHours * 3_600_000 + config.sweeper.graceMs })
   app.decorate('sweeper', sweeper)
   app.addHook('onReady', async () => sweeper.start())
   // Root-level onClose hooks run in reverse registration order, so this runs before the

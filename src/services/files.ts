@@ -6,9 +6,16 @@
  * Ordering rules that keep storage and state consistent without multi-key transactions:
  * - An object key enters the cleanup index (deadline: now + UPLOAD_TIMEOUT) *before* any byte
  *   is written, so a crash mid-upload leaves something the sweeper finds.
- * - The record is created after the object is complete, then the object's deadline moves to
- *   the record's retention with the record as its owner; only then is the code answered. A crash
- *   in between leaves an object the sweeper removes (its owner never answered a client).
+ * - Publishing a code is three steps: the code is registered as the object's pending owner
+ *   (`p:CODE`, deadline now + PUBLISH_WINDOW_MS), the record is created, and `confirm` turns the
+ *   pending owner into the record's (`f:CODE`, deadline the record's retention); only then is the
+ *   code answered. A publish that fails after its first step is `abandon`ed (`x:CODE`, due now),
+ *   never deleted outright: its create may have run, or may run later (it waited in a paused
+ *   Redis's socket, so a 503 says nothing about it). The sweeper retracts the record (if any,
+ *   with a tombstone against a create that runs even later) before it deletes the object, so a
+ *   record never points at a deleted object. A sweeper that leases a publish still pending at
+ *   its deadline (its instance crashed, say) gives it up the same way, and `confirm` then fails:
+ *   a code is answered only if its publish was confirmed, and retracted only if it was not.
  * - A download is claimed (with a fresh claim id) before the object is opened; if the object
  *   cannot be opened the claim is refunded, so a storage fault never eats a download. A claim
  *   that fails with a state error may still have run (or run later, when a paused Redis
@@ -28,7 +35,7 @@ import { BlobNotFoundError, type BlobStore, type ByteRange } from '../blob/index
 import { DropcodeError } from '../core/errors.js'
 import { cleanFilename, contentTypeFor, multipartFilename } from '../core/filename.js'
 import { isCode, newBlobKey, newCode } from '../core/ids.js'
-import { fileOwner, type FileRecord, type Unavailable } from '../core/model.js'
+import { pendingOwner, type FileRecord, type Unavailable } from '../core/model.js'
 import { ByteCounter, Sha256Meter, SizeLimit } from '../core/streams.js'
 import { parseRange } from '../http/range.js'
 import type { Metrics } from '../metrics.js'
@@ -38,6 +45,12 @@ import type { RefundQueue } from './refunds.js'
 
 const HOUR = 3_600_000
 const CODE_ATTEMPTS = 8
+/**
+ * ms a publish may take from registering its code to confirming it before a sweeper gives it up
+ * (then it answers 503). Each step is one state command bounded by the Redis command timeout
+ * (5 s); a crashed instance's publish is resolved one sweep after this.
+ */
+export const PUBLISH_WINDOW_MS = 60_000
 /**
  * Bytes one claim may serve beyond its file's size, for bytes lost in flight when a download is
  * cut (sent by us, never received: socket buffers on both ends, a few MiB per cut). Capped at the
@@ -136,6 +149,23 @@ export function createFileService (opts: FileServiceOptions) {
         await cleanup.schedule(key, now()).catch(() => {}) // else it waits for its old deadline
       }
     })())
+  }
+
+  /**
+   * A publish failed after registering `code`: nobody is told the code. Give it up (a late
+   * confirm then fails), then retract the record and delete the object; a step the store does not
+   * acknowledge is left to the sweeper, which does the same one sweep after the store answers.
+   */
+  async function abandonPublish (blobKey: string, code: string, retainUntil: number) {
+    log.warn({ blobKey }, 'publish failed; its code is never answered, and its record (if any) is retracted before its object goes')
+    try {
+      await cleanup.abandon(blobKey, code, now())
+      await files.retract(code, blobKey, retainUntil, now())
+    } catch (err) {
+      log.warn({ err, blobKey }, 'could not retract a failed publish now; the sweeper will')
+      return
+    }
+    await dropBlob(blobKey)
   }
 
   /** After a claim ended: delete the object if nobody needs it, else keep it until then. */
@@ -244,9 +274,10 @@ export function createFileService (opts: FileServiceOptions) {
     async publish (blob: StoredBlob, settings: { maxDownloads: number, expiryHours: number }, kind: 'single' | 'chunked' = 'single'): Promise<FileRecord> {
       const createdAt = now()
       const expiresAt = createdAt + settings.expiryHours * HOUR
+      let drawn: FileRecord | undefined
       try {
         for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
-          const file: FileRecord = {
+          const file: FileRecord = drawn = {
             code: newCode(),
             blobKey: blob.key,
             filename: blob.filename,
@@ -259,16 +290,21 @@ export function createFileService (opts: FileServiceOptions) {
             expiresAt,
             retainUntil: expiresAt + opts.graceMs
           }
+          await cleanup.schedule(blob.key, now() + PUBLISH_WINDOW_MS, pendingOwner(file.code))
           if (await files.create(file, createdAt)) {
-            await cleanup.schedule(blob.key, file.retainUntil, fileOwner(file.code))
+            if (!await cleanup.confirm(blob.key, file.retainUntil, file.code)) {
+              throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: new Error('publish given up by a sweeper before it was confirmed') })
+            }
             metrics.uploaded(kind, file.size)
             return file
           }
+          // A collision wrote nothing; the pending owner it left is given up with the key.
           log.warn({ attempt }, 'download code collision; drawing another')
         }
         throw new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: new Error('no free download code after several draws') })
       } catch (err) {
-        await dropBlob(blob.key)
+        if (drawn === undefined) await dropBlob(blob.key)
+        else await abandonPublish(blob.key, drawn.code, drawn.retainUntil)
         throw err
       }
     },

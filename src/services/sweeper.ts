@@ -9,6 +9,13 @@
  * still need it, and if one does, moves the deadline to when that need ends instead. That is
  * what lets every other step touch one record at a time: a deadline that is too early (a crash
  * between publishing a record and moving its object's deadline, say) is harmless.
+ *
+ * Publishes that were given up (owner `x:CODE`: the request failed, or the lease found the
+ * publish still pending at its deadline, see FileService.publish) are resolved here: the record
+ * under CODE, if it points at this object, is retracted first (with a tombstone against a create
+ * that runs even later), so the object is never deleted under a record. That is what makes a
+ * publish whose commands ran late in a paused Redis converge within one sweep of the wake-up,
+ * and a publish cut by a crash within one sweep of its deadline.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import type { BlobStore } from '../blob/index.js'
@@ -29,6 +36,12 @@ export interface SweeperOptions {
   intervalMs: number
   /** Keys leased per round trip. */
   batchSize?: number
+  /**
+   * ms a retracted code stays taken (its tombstone): at least the longest retention a record
+   * can have (MAX_EXPIRY_HOURS + SWEEP_GRACE_SECONDS), so a create that runs later than that
+   * expires as it lands.
+   */
+  tombstoneMs: number
   /** ms a lease lasts before another instance may retry the key. */
   leaseMs?: number
 }
@@ -48,6 +61,11 @@ export function createSweeper (opts: SweeperOptions) {
     let until: number | null = null
     for (const owner of owners) {
       const id = owner.slice(2)
+      if (owner.startsWith('x:')) {
+        await files.retract(id, blobKey, at + opts.tombstoneMs, at)
+        continue
+      }
+      if (owner.startsWith('p:')) continue // only a lease gives them out, as x:
       const need = owner.startsWith('f:') ? await files.objectNeededUntil(id, blobKey, at) : await sessions.objectNeededUntil(id, at)
       if (need !== null && (until === null || need > until)) until = need
     }
@@ -62,7 +80,14 @@ export function createSweeper (opts: SweeperOptions) {
     const result = { deleted: 0, failed: 0 }
     while (true) {
       const at = now()
-      const due = await cleanup.lease(at, batchSize, at + leaseMs)
+      // A jitter keeps two sweepers' leases apart, so that `release` undoes only this one's.
+      const leaseUntil = at + leaseMs + Math.floor(Math.random() * 1000)
+      const due = await cleanup.lease(at, batchSize, leaseUntil).catch(async err => {
+        // The lease may still run (a paused Redis runs it when it wakes up) and would hold its
+        // keys for the whole lease with nobody working on them: undo it, in order after it.
+        await cleanup.release(leaseUntil, at).catch(() => {})
+        throw err
+      })
       for (const { blobKey: key, owners } of due) {
         try {
           const needed = await neededUntil(key, owners, at)

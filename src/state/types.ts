@@ -74,6 +74,14 @@ export interface FileStore {
    * record is gone, points elsewhere, or needs it no longer.
    */
   objectNeededUntil (code: string, blobKey: string, now: number): Promise<number | null>
+
+  /**
+   * Retracts a publish whose code was never answered: removes the record under `code` if it
+   * points at `blobKey` (a record of another object is left alone). On Redis it also leaves a
+   * tombstone until `until` (epoch ms) that makes a create of `code` sent earlier, but run later
+   * (it waited in a paused server's socket), take nothing; a tombstone reads as unknown.
+   */
+  retract (code: string, blobKey: string, until: number, now: number): Promise<void>
 }
 
 /** One entry leased from the cleanup index. */
@@ -93,12 +101,36 @@ export interface CleanupIndex {
 
   /**
    * Leases up to `limit` keys whose deadline ≤ now: their deadline moves to `leaseUntil`, so no
-   * other sweeper takes them meanwhile (a crashed sweeper's lease runs out).
+   * other sweeper takes them meanwhile (a crashed sweeper's lease runs out). A pending owner
+   * (`p:CODE`) of a leased key becomes `x:CODE` in the same step: a publish still pending at its
+   * deadline is given up, and its `confirm` fails.
    */
   lease (now: number, limit: number, leaseUntil: number): Promise<DueObject[]>
 
+  /**
+   * Undoes a lease whose answer was lost (it timed out, yet may have run or run later, when a
+   * paused Redis wakes up): keys leased until exactly `leaseUntil` are due again at `now`.
+   * Sent after the lease on the same connection, it runs after it.
+   */
+  release (leaseUntil: number, now: number): Promise<void>
+
   /** Drops a key (after its object is deleted). */
   forget (blobKey: string): Promise<void>
+
+  /**
+   * Ends a publish of `blobKey` under `code`: its pending owner (`p:CODE`) becomes the record's
+   * owner (`f:CODE`) and the deadline moves to `deadline`, only if the pending owner is still
+   * there. @returns false (nothing changed) when it is not: the publish was given up (`abandon`,
+   * or a sweeper's lease), and its code must not be answered
+   */
+  confirm (blobKey: string, deadline: number, code: string): Promise<boolean>
+
+  /**
+   * Gives up a publish of `blobKey` under `code` (pending or confirmed, whatever reached the
+   * store): its owner becomes `x:CODE` and the key is due at `now`, so the next sweep retracts
+   * the record (if any) and deletes the object unless another owner needs it.
+   */
+  abandon (blobKey: string, code: string, now: number): Promise<void>
 
   /** Keys whose deadline ≤ now (sweeper lag). */
   countDue (now: number): Promise<number>

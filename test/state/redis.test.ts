@@ -88,3 +88,13 @@ t.test('keys of dropcode 0.1 move to the current layout once, and stay usable', 
   t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000, 'any-key'), { status: 'done', result: { code: 'DoneOk' } })
   t.equal(await c.exists(`${p}file:OldOne`, `${p}blobs`, `${p}session:${id}`), 0, 'old keys are gone')
 })
+
+t.test('a create that runs after its publish was retracted takes nothing (tombstone until the given time)', async t => {
+  const backend = createRedisBackend({ client: await client(t), prefix: `retract${n++}:` })
+  const now = Date.now()
+  const file = fileRecord(now)
+  await backend.files.retract(file.code, file.blobKey, file.retainUntil, now)
+  t.equal(await backend.files.create(file, now), false, 'the late create collides with the tombstone')
+  t.same(await backend.files.lookup(file.code, now), { ok: false, reason: 'unknown' }, 'a tombstone reads as unknown')
+  t.equal(await backend.files.create(fileRecord(now, { code: file.code }), file.retainUntil), true, 'the code is free again after the tombstone')
+})

@@ -25,7 +25,8 @@ export function createLmdbCleanup (env: LmdbEnv): CleanupIndex {
         const leased: DueObject[] = []
         const keys = [...due.getKeys({ start: [0, ''], end: [now, '\uffff'], limit })]
         for (const [, blobKey] of keys) {
-          const owners = cleanup.get(blobKey)?.owners ?? []
+          // A publish still pending at its deadline is given up (see CleanupIndex.lease).
+          const owners = (cleanup.get(blobKey)?.owners ?? []).map(o => o.startsWith('p:') ? `x:${o.slice(2)}` : o)
           leased.push({ blobKey, owners: owners as Owner[] })
         }
         for (const { blobKey, owners } of leased) move(blobKey, leaseUntil, owners)
@@ -39,6 +40,29 @@ export function createLmdbCleanup (env: LmdbEnv): CleanupIndex {
         if (old === undefined) return
         due.remove([old.deadline, blobKey])
         cleanup.remove(blobKey)
+      })
+    },
+
+    async release (leaseUntil, now) {
+      await env.write(() => {
+        const keys = [...due.getKeys({ start: [leaseUntil, ''], end: [leaseUntil, '\uffff'] })]
+        for (const [, blobKey] of keys) move(blobKey, now, cleanup.get(blobKey)?.owners ?? [])
+      })
+    },
+
+    async confirm (blobKey, deadline, code) {
+      return await env.write(() => {
+        const owners = cleanup.get(blobKey)?.owners ?? []
+        if (!owners.includes(`p:${code}`)) return false
+        move(blobKey, deadline, owners.map(o => o === `p:${code}` ? `f:${code}` : o))
+        return true
+      })
+    },
+
+    async abandon (blobKey, code, now) {
+      await env.write(() => {
+        const owners = (cleanup.get(blobKey)?.owners ?? []).filter(o => o.startsWith('s:') || o.slice(2) !== code)
+        move(blobKey, now, [...owners, `x:${code}`])
       })
     },
 

@@ -159,6 +159,17 @@ export function createLmdbFiles (env: LmdbEnv, opts: { maxRecords: number, purge
     async objectNeededUntil (code, blobKey, now) {
       const stored = files.get(code)
       return stored?.blobKey === blobKey ? needed(stored, now) : null
+    },
+
+    // No tombstone: a write settles (commits or rolls back) before its promise does and has no
+    // timeout, so no create can land after its caller has given up on it.
+    async retract (code, blobKey) {
+      await env.write(() => {
+        const stored = files.get(code)
+        if (stored?.blobKey !== blobKey) return
+        files.remove(code)
+        env.expiry.remove([stored.retainUntil, 'f', code])
+      })
     }
   }
 }

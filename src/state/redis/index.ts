@@ -3,11 +3,13 @@
  *
  * Key layout (prefix from REDIS_PREFIX, default `dropcode:`); the part in braces is the Redis
  * Cluster hash tag, so the keys of one code, one session or one cleanup bucket share a slot:
- *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil
+ *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil. A retracted publish's
+ *                                   tombstone holds only blobKey, retainUntil, retracted (below)
  *   {p}file:{CODE}:claims     hash  claim id → resumable-until (epoch ms), or 'r' (refunded)
  *   {p}file:{CODE}:served     hash  claim id → bytes charged to the claim (its file's size when taken)
  *   {p}cleanup:{cH}           zset  object key → cleanup deadline; H = the key's first hex digit
- *   {p}cleanup:{cH}:owners    hash  object key → owners ("f:CODE s:ID")
+ *   {p}cleanup:{cH}:owners    hash  object key → owners ("f:CODE s:ID"; p:CODE pending publish,
+ *                                   x:CODE given-up publish: see core/model.ts Owner)
  *   {p}session:{ID}           hash  UploadSession fields (incl. keyId) + until (idle expiry),
  *                                   state (open|completing), leaseUntil, bytes
  *   {p}session:{ID}:chunks    hash  chunk index → ChunkRecord JSON
@@ -31,6 +33,14 @@
  * to slots spread over the masters); nothing SCANs at run time (only migrate.ts, on one Redis).
  * `sessions.get` is a MULTI over two keys of one tag. The prefix stays outside the braces, so it
  * never moves a key to another slot; the ioredis `keyPrefix` option is not used.
+ *
+ * Late commands: a command that timed out on the client (5 s) can still run when a paused Redis
+ * wakes up, after its request was answered 503 and the instance acted on the failure. Claims are
+ * refunded by id for that reason (services/refunds.ts). A publish registers its code as pending
+ * on the object's cleanup entry before creating the record and is answered only after
+ * `confirm` turns it into the owner; a publish that fails is `abandon`ed, and the next sweep
+ * `retract`s its record (a tombstone stops a create that runs even later) before deleting the
+ * object. So a record whose create ran late never points at a deleted object (docs/crashes.md).
  *
  * Replication is asynchronous: a failover can lose the writes the old primary acknowledged
  * last (a lost claim can be served again; README, "Scaling").
@@ -131,6 +141,9 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     },
     async objectNeededUntil (code, blobKey, now) {
       return await guard(() => r.dcFileNeeded(...fileKeys(code), now, blobKey))
+    },
+    async retract (code, blobKey, until, now) {
+      await guard(() => r.dcFileRetract(...fileKeys3(code), now, blobKey, until))
     }
   }
 
@@ -153,6 +166,15 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     },
     async forget (blobKey) {
       await guard(() => r.dcCleanupForget(...bucketKeys(blobKey), blobKey))
+    },
+    async release (leaseUntil, now) {
+      await guard(() => Promise.all([...CLEANUP_BUCKETS].map(h => r.dcCleanupRelease(bucketOf(h)[0], leaseUntil, now))))
+    },
+    async confirm (blobKey, deadline, code) {
+      return (await guard(() => r.dcCleanupConfirm(...bucketKeys(blobKey), blobKey, deadline, code))) === 1
+    },
+    async abandon (blobKey, code, now) {
+      await guard(() => r.dcCleanupAbandon(...bucketKeys(blobKey), blobKey, now, code))
     },
     async countDue (now) {
       const counts = await guard(() => Promise.all([...CLEANUP_BUCKETS].map(h => client.zcount(bucketOf(h)[0], '-inf', now))))

@@ -117,6 +117,18 @@ redis.call('HSET', KEYS[2], ARGV[2], 'r')
 redis.call('PEXPIREAT', KEYS[2], ru)
 return 1`
 
+// KEYS: file, claims, served. ARGV: now, blobKey, until. A record of another object is left alone;
+// else whatever is there goes and a tombstone (no expiresAt: STATUS reads it as unknown) stays
+// until `until`, so a create that runs later takes nothing (FILE_CREATE sees a live retainUntil).
+const FILE_RETRACT = `
+local v = redis.call('HMGET', KEYS[1], 'blobKey', 'retainUntil')
+if v[2] and tonumber(v[2]) > tonumber(ARGV[1]) and v[1] ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+if tonumber(ARGV[3]) <= tonumber(ARGV[1]) then return 1 end
+redis.call('HSET', KEYS[1], 'blobKey', ARGV[2], 'retainUntil', ARGV[3], 'retracted', '1')
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 1`
+
 // KEYS: file, claims, served. ARGV: now
 const FILE_DELETE = STATUS + `
 local all = redis.call('HGETALL', KEYS[1])
@@ -133,16 +145,57 @@ if ARGV[3] ~= '' then
 end
 return 1`
 
-// ARGV: now, limit, leaseUntil. Returns {blobKey, owners, blobKey, owners, …}.
+// ARGV: now, limit, leaseUntil. Returns {blobKey, owners, blobKey, owners, …}. Pending publishes
+// (p:CODE) of leased keys are given up (x:CODE) in the same step.
 const CLEANUP_LEASE = `
 local due = redis.call('ZRANGE', KEYS[1], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[2]))
 local out = {}
 for _, m in ipairs(due) do
   redis.call('ZADD', KEYS[1], ARGV[3], m)
+  local owners = redis.call('HGET', KEYS[2], m) or ''
+  local given = string.sub((string.gsub(' ' .. owners, ' p:', ' x:')), 2)
+  if given ~= owners then redis.call('HSET', KEYS[2], m, given) end
   out[#out + 1] = m
-  out[#out + 1] = redis.call('HGET', KEYS[2], m) or ''
+  out[#out + 1] = given
 end
 return out`
+
+// ARGV: leaseUntil, now. Keys leased until exactly leaseUntil are due again.
+const CLEANUP_RELEASE = `
+local keys = redis.call('ZRANGE', KEYS[1], ARGV[1], ARGV[1], 'BYSCORE')
+for _, m in ipairs(keys) do redis.call('ZADD', KEYS[1], ARGV[2], m) end
+return #keys`
+
+const OWNERS = `
+local function owners (key)
+  local t = {}
+  for w in string.gmatch(redis.call('HGET', KEYS[2], key) or '', '%S+') do t[#t + 1] = w end
+  return t
+end
+`
+
+// KEYS: bucket zset, bucket owners hash. ARGV: blobKey, deadline, code. p:CODE → f:CODE, or 0.
+const CLEANUP_CONFIRM = OWNERS + `
+local list = owners(ARGV[1])
+local found = false
+for i, o in ipairs(list) do
+  if o == 'p:' .. ARGV[3] then list[i] = 'f:' .. ARGV[3]; found = true end
+end
+if not found then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], table.concat(list, ' '))
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`
+
+// KEYS: bucket zset, bucket owners hash. ARGV: blobKey, now, code. p:/f:CODE → x:CODE, due now.
+const CLEANUP_ABANDON = OWNERS + `
+local out = {}
+for _, o in ipairs(owners(ARGV[1])) do
+  if string.sub(o, 3) ~= ARGV[3] or string.sub(o, 1, 1) == 's' then out[#out + 1] = o end
+end
+out[#out + 1] = 'x:' .. ARGV[3]
+redis.call('HSET', KEYS[2], ARGV[1], table.concat(out, ' '))
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1`
 
 const CLEANUP_FORGET = `
 redis.call('ZREM', KEYS[1], ARGV[1])
@@ -318,6 +371,10 @@ export const SCRIPTS = {
   dcFileNeeded: [2, FILE_NEEDED],
   dcFileRefund: [2, FILE_REFUND],
   dcFileDelete: [3, FILE_DELETE],
+  dcFileRetract: [3, FILE_RETRACT],
+  dcCleanupConfirm: [2, CLEANUP_CONFIRM],
+  dcCleanupRelease: [1, CLEANUP_RELEASE],
+  dcCleanupAbandon: [2, CLEANUP_ABANDON],
   dcCleanupSchedule: [2, CLEANUP_SCHEDULE],
   dcCleanupLease: [2, CLEANUP_LEASE],
   dcCleanupForget: [2, CLEANUP_FORGET],
@@ -351,6 +408,10 @@ declare module 'ioredis' {
     dcFileNeeded (file: string, claims: string, now: number, blobKey: string): Result<number | null, Context>
     dcFileRefund (file: string, claims: string, now: number, claimId: string): Result<number, Context>
     dcFileDelete (file: string, claims: string, served: string, now: number): Result<string | Flat, Context>
+    dcFileRetract (file: string, claims: string, served: string, now: number, blobKey: string, until: number): Result<number, Context>
+    dcCleanupRelease (bucket: string, leaseUntil: number, now: number): Result<number, Context>
+    dcCleanupConfirm (bucket: string, owners: string, blobKey: string, deadline: number, code: string): Result<number, Context>
+    dcCleanupAbandon (bucket: string, owners: string, blobKey: string, now: number, code: string): Result<number, Context>
     dcCleanupSchedule (bucket: string, owners: string, blobKey: string, deadline: number, owner: string): Result<number, Context>
     dcCleanupLease (bucket: string, owners: string, now: number, limit: number, leaseUntil: number): Result<Flat, Context>
     dcCleanupForget (bucket: string, owners: string, blobKey: string): Result<number, Context>

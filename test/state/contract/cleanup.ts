@@ -1,7 +1,7 @@
 /** CleanupIndex contract: deadlines, owners, leases. Every driver runs it. */
 import type { Test } from 'tap'
 import { newBlobKey } from '../../../src/core/ids.js'
-import { fileOwner, sessionOwner } from '../../../src/core/model.js'
+import { fileOwner, pendingOwner, sessionOwner } from '../../../src/core/model.js'
 import type { OpenBackend } from './files.js'
 
 export function cleanupIndexContract (t: Test, open: OpenBackend) {
@@ -47,6 +47,44 @@ export function cleanupIndexContract (t: Test, open: OpenBackend) {
     t.ok(leases.every(l => l.length <= 7))
     t.equal(new Set(all).size, all.length, 'no key leased twice')
     t.equal(all.length, 50)
+  })
+
+  t.test('cleanup: a pending publish is confirmed once, unless it was given up first', async t => {
+    const { cleanup } = await open(t)
+    const [a, b, c] = [newBlobKey(), newBlobKey(), newBlobKey()]
+    const session = sessionOwner('S'.repeat(22))
+    await cleanup.schedule(a, now - 1, session)
+    await cleanup.schedule(a, now - 1, pendingOwner('AbC123'))
+    t.equal(await cleanup.confirm(a, now + 60_000, 'AbC123'), true)
+    t.equal(await cleanup.confirm(a, now + 60_000, 'AbC123'), false, 'confirmed once')
+    t.same(await cleanup.lease(now, 10, now + 1), [], 'the confirm moved the deadline')
+    const [due] = await cleanup.lease(now + 60_000, 10, now + 70_000)
+    t.same([...due!.owners].sort(), [fileOwner('AbC123'), session].sort(), 'the pending owner became the record')
+
+    await cleanup.schedule(b, now + 60_000, pendingOwner('XyZ789'))
+    await cleanup.abandon(b, 'XyZ789', now)
+    t.equal(await cleanup.confirm(b, now + 60_000, 'XyZ789'), false, 'an abandoned publish cannot be confirmed')
+    await cleanup.schedule(c, now - 1, pendingOwner('QqQ111'))
+    const byKey = <T extends { blobKey: string }>(list: T[]) => list.sort((x, y) => x.blobKey < y.blobKey ? -1 : 1)
+    t.same(byKey(await cleanup.lease(now, 10, now + 5000)), byKey([{ blobKey: b, owners: ['x:XyZ789'] }, { blobKey: c, owners: ['x:QqQ111'] }]),
+      'abandoned: due now, given up; a lease gives up a pending publish')
+    t.equal(await cleanup.confirm(c, now + 60_000, 'QqQ111'), false, 'a publish a sweeper leased cannot be confirmed')
+    await cleanup.schedule(a, now - 1)
+    await cleanup.abandon(a, 'AbC123', now)
+    const [again] = await cleanup.lease(now, 10, now + 5000)
+    t.same([...again!.owners].sort(), ['x:AbC123', session].sort(), 'abandon gives up a confirmed publish too, and keeps the session')
+  })
+
+  t.test('cleanup: release undoes exactly one lease', async t => {
+    const { cleanup } = await open(t)
+    const [a, b] = [newBlobKey(), newBlobKey()]
+    await cleanup.schedule(a, now - 2)
+    t.equal((await cleanup.lease(now, 1, now + 5001)).length, 1)
+    t.equal((await cleanup.lease(now, 1, now + 5002)).length, 0)
+    await cleanup.schedule(b, now - 1)
+    t.equal((await cleanup.lease(now, 1, now + 5002)).length, 1)
+    await cleanup.release(now + 5001, now)
+    t.same(await cleanup.lease(now, 10, now + 6000), [{ blobKey: a, owners: [] }], 'only the released lease is due again')
   })
 
   t.test('cleanup: a later schedule moves the deadline either way', async t => {

@@ -41,6 +41,20 @@ export function fileStoreContract (t: Test, open: OpenBackend) {
     t.same(await files.lookup(newCode(), now), { ok: false, reason: 'unknown' })
   })
 
+  t.test('files: retract removes the record of its object, never another object\'s', async t => {
+    const { files } = await open(t)
+    const file = fileRecord(now)
+    await files.create(file, now)
+    await files.retract(file.code, newBlobKey(), file.retainUntil, now)
+    t.same(await files.lookup(file.code, now), { ok: true, file }, 'another object: left alone')
+    await files.retract(file.code, file.blobKey, file.retainUntil, now)
+    await files.retract(file.code, file.blobKey, file.retainUntil, now)
+    t.same(await files.lookup(file.code, now), { ok: false, reason: 'unknown' })
+    t.equal(await files.objectNeededUntil(file.code, file.blobKey, now), null)
+    t.same(await files.claim(file.code, claimId(), now, now + HOUR), { ok: false, reason: 'unknown' })
+    t.same(await files.delete(file.code, now), { ok: false, reason: 'unknown' })
+  })
+
   t.test('files: a taken code is not overwritten, until its record is no longer retained', async t => {
     const { files } = await open(t)
     const first = fileRecord(now)
