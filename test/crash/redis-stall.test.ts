@@ -8,8 +8,7 @@
  *
  * The window is the time an upload spends storing its bytes in S3 between its first Redis step
  * and its publish; 64 KiB uploads from 6 clients per instance keep some upload in it at every
- * moment, so no artificial delay is needed (without the fix each round left 2 to 10 dangling
- * records). Checked from Redis and the S3 endpoint themselves, one sweep
+ * moment, so no artificial delay is needed (without the fix every round left dangling records). Checked from Redis and the S3 endpoint themselves, one sweep
  * (SWEEP_INTERVAL_SECONDS=1) after the wake-up: every record's object exists, every object has a
  * record, no record's code went unanswered, and every code answered 200 downloads its bytes.
  */
