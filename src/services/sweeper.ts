@@ -80,7 +80,8 @@ export function createSweeper (opts: SweeperOptions) {
     const result = { deleted: 0, failed: 0 }
     while (true) {
       const at = now()
-      // A jitter keeps two sweepers' leases apart, so that `release` undoes only this one's.
+      // A jitter keeps two sweepers' leases apart, so that `release` undoes only this one's (were
+      // two to meet, two sweepers could work on a key at once: harmless, each step is idempotent).
       const leaseUntil = at + leaseMs + Math.floor(Math.random() * 1000)
       const due = await cleanup.lease(at, batchSize, leaseUntil).catch(async err => {
         // The lease may still run (a paused Redis runs it when it wakes up) and would hold its
