@@ -7,6 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { FileRecord } from '../core/model.js'
 import { attachmentDisposition } from '../http/content-disposition.js'
+import { countSentBytes } from '../http/sent-bytes.js'
 import { claimETag, RangeNotSatisfiable } from '../services/files.js'
 import { CodeParams } from './schemas.js'
 
@@ -61,9 +62,14 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (err instanceof RangeNotSatisfiable) reply.header('content-range', `bytes */${err.size}`)
       throw err
     })
-    reply.raw.once('close', () => download.finish(reply.raw.writableFinished))
     const { file, range } = download
-    fileHeaders(reply, file, claimETag(download.claimId), range === undefined ? file.size : range.end - range.start + 1)
+    const length = range === undefined ? file.size : range.end - range.start + 1
+    // Whole when every byte went out, even if the client closed before the response ended
+    // (curl does, once it has Content-Length bytes): see http/sent-bytes.ts. An empty body is
+    // written by the response's end, so only `finish` tells that its headers went out.
+    const sent = countSentBytes(reply.raw)
+    reply.raw.once('close', () => download.finish(reply.raw.writableFinished || (length > 0 && sent() >= length)))
+    fileHeaders(reply, file, claimETag(download.claimId), length)
     if (range !== undefined) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${file.size}`)
     return reply.send(download.body)
   })
