@@ -21,7 +21,7 @@
  */
 import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
 /** ms without traffic after which a running request's connection is cut. */
@@ -36,6 +36,8 @@ export interface MinRate {
 
 interface Watch {
   req: IncomingMessage
+  /** The request's logger (its id bound), to say why a connection was cut. */
+  log: FastifyBaseLogger
   /** Traffic (bytes both ways) and when it last moved: the no-byte rule. */
   bytes: number
   since: number
@@ -74,6 +76,7 @@ export default fp(async function stallGuard (app: FastifyInstance, opts: { stall
         w.bytes = bytes
         w.since = now
       } else if (now - w.since >= stallMs) {
+        w.log.warn({ stallMs }, 'connection cut: no byte moved')
         cut(socket)
         continue
       }
@@ -82,7 +85,10 @@ export default fp(async function stallGuard (app: FastifyInstance, opts: { stall
         w.windowBytes = bytes
         w.windowStart = now
       } else if (now - w.windowStart >= minRate.windowMs) {
-        if (bytes - w.windowBytes < minRate.bytes) cut(socket)
+        if (bytes - w.windowBytes < minRate.bytes) {
+          w.log.warn({ movedBytes: bytes - w.windowBytes, minBytes: minRate.bytes, windowMs: minRate.windowMs }, 'connection cut: under the minimum transfer rate')
+          cut(socket)
+        }
         w.windowBytes = bytes
         w.windowStart = now
       }
@@ -101,7 +107,7 @@ export default fp(async function stallGuard (app: FastifyInstance, opts: { stall
     const socket = req.raw.socket
     const now = Date.now()
     const bytes = traffic(socket)
-    watched.set(socket, { req: req.raw, bytes, since: now, windowBytes: bytes, windowStart: now })
+    watched.set(socket, { req: req.raw, log: req.log, bytes, since: now, windowBytes: bytes, windowStart: now })
   })
   app.addHook('onResponse', async req => { watched.delete(req.raw.socket) })
 }, { name: 'stall-guard' })
