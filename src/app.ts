@@ -2,7 +2,7 @@
  * Builds the dropcode application; never listens (server.ts does). Plugins are registered in
  * dependency order, and this list is the architecture:
  *
- *   error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard → OpenAPI → multipart parser →
+ *   error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI → multipart parser →
  *   stores (BlobStore + state) → observability (metrics, request logs) → overload (slots, load shedding) → rate limits → auth →
  *   services (files, sessions, sweeper) → routes (health, upload, chunked upload, download, delete,
  *   limits, web page)
@@ -67,7 +67,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(lifecycle)
   await app.register(cors, { origins: config.corsOrigins })
   await app.register(earlyAnswers)
-  await app.register(stallGuard, overrides.stallMs !== undefined ? { stallMs: overrides.stallMs } : {})
+  await app.register(stallGuard, { minRate: config.minTransferRate, ...(overrides.stallMs !== undefined ? { stallMs: overrides.stallMs } : {}) })
   await app.register(openapi)
   await app.register(multipart, {
     limits: {

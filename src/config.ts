@@ -76,6 +76,8 @@ export const EnvSchema = Type.Object({
   MAX_CONCURRENT_DOWNLOADS: Int(0, 100_000, 128),
   SHED_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000),
   SHED_HEAP_USED_PERCENT: Int(0, 100, 90),
+  MIN_TRANSFER_BYTES: Int(0, 1024 * MiB, 32 * 1024),
+  MIN_TRANSFER_WINDOW_SECONDS: Int(1, 3600, 30),
   LINGER_SECONDS: Int(0, 600, 20),
   LINGER_MAX_BYTES: Int(0, Number.MAX_SAFE_INTEGER, 64 * MiB),
   CHUNK_LOCK_SECONDS: Int(3, 600, 15),
@@ -198,6 +200,12 @@ export interface Config {
     /** Percent of the V8 heap limit beyond which new requests are shed. */
     heapUsedPercent: number
   }
+  /**
+   * Least traffic of a running transfer whose client owes bytes (body still coming, or a
+   * response not taken): fewer than `bytes` in a window of `windowMs` and the connection is cut
+   * (plugins/stall-guard.ts). bytes 0: off.
+   */
+  minTransferRate: { bytes: number, windowMs: number }
   /** After answering before a request body was read: how much of it is read and discarded (lingering close). */
   linger: {
     /** ms at most. */
@@ -368,6 +376,7 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       eventLoopDelayMs: int('SHED_EVENT_LOOP_DELAY_MS'),
       heapUsedPercent: int('SHED_HEAP_USED_PERCENT')
     },
+    minTransferRate: { bytes: int('MIN_TRANSFER_BYTES'), windowMs: int('MIN_TRANSFER_WINDOW_SECONDS') * 1000 },
     linger: { maxMs: int('LINGER_SECONDS') * 1000, maxBytes: int('LINGER_MAX_BYTES') },
     chunkLockMs: int('CHUNK_LOCK_SECONDS') * 1000,
     drainDelayMs: int('DRAIN_DELAY_SECONDS') * 1000,

@@ -13,6 +13,9 @@ t.test('no settings: the embedded default (fs + local) under ./data, with a gene
   t.not(loadConfig({}).apiKeys[0], c.apiKeys[0], 'a fresh key per start')
   t.same(c.limits, { maxFileSize: 5 * 1024 ** 3, maxDownloads: 1000, maxExpiryHours: 720, maxTotalChunks: 10_000, maxChunkSize: 100 * 1024 ** 2 })
   t.equal(c.sessionTtlMs, 86_400_000)
+  t.same(c.minTransferRate, { bytes: 32 * 1024, windowMs: 30_000 }, 'minimum transfer rate: 32 KiB per 30 s')
+  t.same(loadConfig({ MIN_TRANSFER_BYTES: '0', MIN_TRANSFER_WINDOW_SECONDS: '5' }).minTransferRate, { bytes: 0, windowMs: 5000 })
+  t.throws(() => loadConfig({ MIN_TRANSFER_WINDOW_SECONDS: '0' }), /^invalid MIN_TRANSFER_WINDOW_SECONDS="0"/)
 })
 
 t.test('S3_BUCKET selects s3, REDIS_URL selects redis; explicit drivers win', async t => {

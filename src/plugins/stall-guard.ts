@@ -1,20 +1,50 @@
 /**
- * Cuts requests whose connection moves no byte, either way, for STALL_MS: a client that stops
- * mid-body (or stops reading a download) must not hold a stream, a chunk lock or a temp file
- * for ever. A watchdog checks the sockets of running requests every second instead of arming
- * socket timeouts, because a socket timeout keeps fastify's close() from ending idle keep-alive
+ * Cuts running requests whose client holds the server up: a connection that moves no byte,
+ * either way, for STALL_MS; and one whose client owes bytes (a request body still coming, or a
+ * response it is not reading) but moves fewer than `minRate.bytes` in a window of
+ * `minRate.windowMs` (Apache's mod_reqtimeout MinRate; nginx has only the no-byte timeouts). A
+ * client that sends one byte a minute must not hold a slot, a part buffer, a chunk lock or a
+ * temp file for ever.
+ *
+ * Only time the client is responsible for counts towards the rate: while the server itself is
+ * behind (the body complete and storage still working, unread request bytes buffered, nothing
+ * queued for the client), the window starts over. The first window starts with the request,
+ * so a new request has a whole window to get going (its start grace).
+ *
+ * A watchdog checks the sockets of running requests every second instead of arming socket
+ * timeouts, because a socket timeout keeps fastify's close() from ending idle keep-alive
  * connections. Between requests, keepAliveTimeout closes idle sockets.
  *
  * Nothing is attached to a socket per request: a keep-alive connection from a load balancer
  * carries millions of requests, and a listener per request accumulates (Node warns from the
  * 11th, and memory grows). Each socket gets one 'close' listener, when it connects.
  */
+import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
 /** ms without traffic after which a running request's connection is cut. */
 export const STALL_MS = 120_000
+
+export interface MinRate {
+  /** Bytes a client owing bytes must move per window; 0 turns the rule off. */
+  bytes: number
+  /** ms of one window. */
+  windowMs: number
+}
+
+interface Watch {
+  req: IncomingMessage
+  /** The request's logger (its id bound), to say why a connection was cut. */
+  log: FastifyBaseLogger
+  /** Traffic (bytes both ways) and when it last moved: the no-byte rule. */
+  bytes: number
+  since: number
+  /** Traffic and time at the start of the current rate window. */
+  windowBytes: number
+  windowStart: number
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -23,31 +53,61 @@ declare module 'fastify' {
   }
 }
 
-export default fp(async function stallGuard (app: FastifyInstance, opts: { stallMs?: number }) {
+const traffic = (s: Socket) => s.bytesRead + s.bytesWritten
+
+/**
+ * True while the transfer waits on the client: its body is still coming and the server has
+ * read all that arrived, or response bytes are queued that the client has not taken.
+ */
+const clientOwes = (req: IncomingMessage, socket: Socket) =>
+  (!req.complete && req.readableLength === 0) || socket.writableLength > 0
+
+export default fp(async function stallGuard (app: FastifyInstance, opts: { stallMs?: number, minRate?: MinRate }) {
   const stallMs = opts.stallMs ?? STALL_MS
-  const watched = new Map<Socket, { bytes: number, since: number }>()
-  const traffic = (s: Socket) => s.bytesRead + s.bytesWritten
-  // Checked often, so a stalled request is cut within a second of STALL_MS (not up to an
-  // eighth later, as with a coarser tick).
+  const minRate = opts.minRate ?? { bytes: 0, windowMs: 1 }
+  const watched = new Map<Socket, Watch>()
+  // Checked often, so a request is cut within a second of its bound (not up to an eighth
+  // later, as with a coarser tick).
   const timer = setInterval(() => {
     const now = Date.now()
-    for (const [socket, seen] of watched) {
+    for (const [socket, w] of watched) {
       const bytes = traffic(socket)
-      if (bytes !== seen.bytes) watched.set(socket, { bytes, since: now })
-      else if (now - seen.since >= stallMs) {
-        watched.delete(socket)
-        socket.destroy()
+      if (bytes !== w.bytes) {
+        w.bytes = bytes
+        w.since = now
+      } else if (now - w.since >= stallMs) {
+        w.log.warn({ stallMs }, 'connection cut: no byte moved')
+        cut(socket)
+        continue
+      }
+      if (minRate.bytes === 0) continue
+      if (!clientOwes(w.req, socket)) {
+        w.windowBytes = bytes
+        w.windowStart = now
+      } else if (now - w.windowStart >= minRate.windowMs) {
+        if (bytes - w.windowBytes < minRate.bytes) {
+          w.log.warn({ movedBytes: bytes - w.windowBytes, minBytes: minRate.bytes, windowMs: minRate.windowMs }, 'connection cut: under the minimum transfer rate')
+          cut(socket)
+        }
+        w.windowBytes = bytes
+        w.windowStart = now
       }
     }
-  }, Math.min(1000, stallMs / 8))
+  }, Math.min(1000, stallMs / 8, minRate.windowMs / 4))
   timer.unref()
+  function cut (socket: Socket): void {
+    watched.delete(socket)
+    socket.destroy()
+  }
   app.addHook('onClose', async () => clearInterval(timer))
   app.server.on('connection', (socket: Socket) => { socket.once('close', () => watched.delete(socket)) })
 
   app.decorateRequest('allowSilence', function () { watched.delete(this.raw.socket) })
   app.addHook('onRequest', async req => {
     const socket = req.raw.socket
-    watched.set(socket, { bytes: traffic(socket), since: Date.now() })
+    const now = Date.now()
+    const bytes = traffic(socket)
+    watched.set(socket, { req: req.raw, log: req.log, bytes, since: now, windowBytes: bytes, windowStart: now })
   })
   app.addHook('onResponse', async req => { watched.delete(req.raw.socket) })
 }, { name: 'stall-guard' })
