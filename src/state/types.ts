@@ -188,8 +188,9 @@ export interface SessionStore {
   /**
    * Starts completing, atomically: one caller (`token`) gets `open` (with the chunks) until it
    * finishes, releases, or its lease (`leaseUntil`, renewed by `extendCompletion`) runs out; no
-   * chunk may start meanwhile. The session's idle expiry moves to at least `now + ttlMs` and
-   * `leaseUntil`, so it cannot expire under a completion. A session (or a finished one's result)
+   * chunk may start meanwhile. The session's idle expiry moves to at least `leaseUntil + ttlMs`
+   * (idle counts from the lease's end), so it cannot expire under a completion, nor before
+   * another can take over a dead one. A session (or a finished one's result)
    * of another key than `keyId` is `unknown`.
    */
   beginCompletion (id: string, now: number, leaseUntil: number, keyId: string, token: string, ttlMs: number): Promise<CompletionStart>

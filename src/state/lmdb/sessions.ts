@@ -162,7 +162,7 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
         if (locked > 0) return { status: 'busy', until: locked }
         const received = new Map<number, ChunkRecord>()
         for (const { key, value } of chunks.getRange(range(id))) received.set(key[1], value)
-        save({ ...s, state: 'completing', leaseUntil, completer: token, until: Math.max(s.until, now + ttlMs, leaseUntil) }, s)
+        save({ ...s, state: 'completing', leaseUntil, completer: token, until: Math.max(s.until, leaseUntil + ttlMs) }, s)
         return { status: 'open', session: s.session, chunks: received }
       })
     },
@@ -171,7 +171,7 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
       return await env.write(() => {
         const s = live(id, now)
         if (s === undefined || s.state !== 'completing' || s.completer !== token || s.leaseUntil <= now) return false
-        save({ ...s, leaseUntil, until: Math.max(s.until, now + ttlMs, leaseUntil) }, s)
+        save({ ...s, leaseUntil, until: Math.max(s.until, leaseUntil + ttlMs) }, s)
         return true
       })
     },

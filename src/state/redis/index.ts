@@ -217,18 +217,18 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       return (await guard(() => r.dcSessionLayout(sessionKeys(id)[0], now, wanted ?? ''))) ?? undefined
     },
     async beginCompletion (id, now, leaseUntil, keyId, token, ttlMs) {
-      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId, token, now + ttlMs))
+      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId, token, leaseUntil + ttlMs))
       if (status === 'done') return { status, result: { code: a as string, ...(b !== '' ? { size: Number(b) } : {}), ...(c !== '' ? { sha256: c! } : {}) } }
       if (status === 'busy') return { status, until: Number(a) }
       if (status !== 'open') return { status: 'unknown' }
       const session = toSession(a as string[])
-      await touch(c, id, Math.max(now + ttlMs, leaseUntil))
+      await touch(c, id, leaseUntil + ttlMs)
       return { status, session, chunks: toChunks(b as string[]) }
     },
     async extendCompletion (id, token, leaseUntil, now, ttlMs) {
-      const keyId = await guard(() => r.dcCompleteExtend(...sessionKeys(id), now, leaseUntil, token, '', now + ttlMs))
+      const keyId = await guard(() => r.dcCompleteExtend(...sessionKeys(id), now, leaseUntil, token, '', leaseUntil + ttlMs))
       if (keyId === null) return false
-      await touch(keyId, id, Math.max(now + ttlMs, leaseUntil))
+      await touch(keyId, id, leaseUntil + ttlMs)
       return true
     },
     async releaseCompletion (id, _now, token) {

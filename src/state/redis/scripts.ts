@@ -235,11 +235,12 @@ if not u or tonumber(ARGV[1]) >= tonumber(u) then return false end
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], 'layout', ARGV[2]) end
 return redis.call('HGET', KEYS[1], 'layout')`
 
-// The idle expiry a completion moves the session to: at least newUntil (ARGV[5]) and its lease
-// (ARGV[2]), so it cannot expire under a completion. Needs REFRESH.
+// The idle expiry a completion moves the session to: at least newUntil (ARGV[5], its lease's
+// end plus the idle TTL), so it cannot expire under a completion nor before another takes over a
+// dead one. Needs REFRESH.
 const HOLD_UNTIL = `
 local function hold ()
-  local nu = math.max(tonumber(redis.call('HGET', KEYS[1], 'until')), tonumber(ARGV[5]), tonumber(ARGV[2]))
+  local nu = math.max(tonumber(redis.call('HGET', KEYS[1], 'until')), tonumber(ARGV[5]))
   refresh(string.format('%d', nu))
 end
 `

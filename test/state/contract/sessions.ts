@@ -177,6 +177,7 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     t.not(await sessions.get(s.id, now + 22_999), null, 'the session outlived its 5 s idle expiry while completing')
     t.ok((await sessions.objectNeededUntil(s.id, now + 20_000) ?? 0) >= now + 25_000, 'and its object is needed on')
     t.equal(await sessions.extendCompletion(s.id, tk, now + 40_000, now + 23_000, ttl), false, 'a lease not renewed in time is lost')
+    t.not(await sessions.get(s.id, now + 23_000 + ttl - 1), null, 'the session of a dead completer lives an idle expiry past its lease, for another to take over')
     const next = token()
     t.equal((await sessions.beginCompletion(s.id, now + 23_000, now + 26_000, KEY, next, ttl)).status, 'open', 'another completer takes over')
     t.equal(await sessions.extendCompletion(s.id, next, now + 29_000, now + 26_000, ttl), false, 'its lease ran out too')
