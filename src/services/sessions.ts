@@ -118,8 +118,8 @@ export function createSessionService (opts: SessionServiceOptions) {
     if (!begun.ok) {
       if (begun.reason === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       throw begun.reason === 'locked'
-        ? busy(begun.until, s => `Chunk ${index} is locked by another request for it, possibly one that died with its instance; the lock runs out in ${s} s unless that request is alive: retry then.`)
-        : busy(begun.until, s => `The session is completing (possibly in a request that died with its instance); retry in ${s} s.`)
+        ? busy(begun.until, s => `Chunk ${index} is locked by another request, which may have died with its instance: its lock runs out in ${s} s if so; retry then.`)
+        : busy(begun.until, s => `The session is completing, in a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
     }
     const { session } = begun
     const abort = async () => { await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, token, now()).catch(() => null)) }
@@ -282,7 +282,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       if (started.status === 'done') return started.result
       if (started.status === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       if (started.status === 'busy') {
-        throw busy(started.until, s => `The session is completing, or a chunk of it is still locked (either possibly by a request that died with its instance); retry in ${s} s.`)
+        throw busy(started.until, s => `The session is completing, or a chunk of it is locked, by a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
       }
       const { session, chunks } = started
       const lease = keepCompletion(id, token)
