@@ -3,8 +3,8 @@
  * outlives its dead holder for its lease, and the CLI's retry of that chunk (on a restarted
  * embedded server, or on the other of two S3 + Redis instances) is answered 409 until the lease
  * runs out. The 409 says how long (Retry-After) and that the holder may have died, and the CLI
- * waits for it without spending its retries: with `--retries 2` (one spent on the cut
- * connection) it still finishes. A proxy in front stalls the chunk midway so the kill lands
+ * waits for it without spending its retries: with `--retries 1`, spent on the cut connection,
+ * it still finishes. A proxy in front stalls the chunk midway so the kill lands
  * while the lock is held, and queues requests while the embedded server restarts.
  */
 import fs from 'node:fs'
@@ -21,7 +21,7 @@ import { startProxy, stopAfter } from './proxy.js'
 import { cliEnv, runCli, startCli, until } from './run.js'
 
 const MiB = 1024 * 1024
-const LEASE_S = 6 // CHUNK_LOCK_SECONDS: longer than two retries' backoff (0.5 + 1 s, +50 % jitter)
+const LEASE_S = 6 // CHUNK_LOCK_SECONDS
 
 const [redis, s3] = await Promise.all([startRedis(), startS3()])
 t.teardown(async () => { await redis.stop(); await s3.stop() })
@@ -39,7 +39,7 @@ async function killMidChunk (t: Test, pair: DriverPair) {
   // The 4th chunk request stops after 300 kB of its body: the service holds its lock, renewing it.
   let chunks = 0
   proxy.decide = req => req.url === '/upload/chunk' && ++chunks === 4 ? { kind: 'alter', request: () => stopAfter(300_000) } : { kind: 'pass' }
-  const upload = startCli(t, ['upload', 'big.bin', '--chunk-size', '1M', '--parallel', '2', '--retries', '2'], cli)
+  const upload = startCli(t, ['upload', 'big.bin', '--chunk-size', '1M', '--parallel', '2', '--retries', '1'], cli)
   await until(() => proxy.seen.filter(s => s.path === '/upload/chunk' && s.status === 200).length === 5, 30_000, 'the five other chunks stored')
   await sleep(1_000)
   let open = () => {}
