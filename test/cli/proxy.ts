@@ -132,7 +132,7 @@ export async function startProxy (t: Test, upstream: string): Promise<Proxy> {
       ;(alter !== undefined ? req.pipe(alter) : req).pipe(up)
     }
     if (proxy.gate === undefined) send()
-    else void proxy.gate.then(send)
+    else proxy.gate.then(send, () => res.destroy())
   })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
