@@ -88,6 +88,9 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       }
       const final = pathOf(key)
       const meter = new Sha256Meter()
+      // A completer killed midway left its temporary file; the one taking over (the session's
+      // completion lease is its alone) starts it afresh.
+      await fsp.rm(`${final}.part`, { force: true }).catch(() => {})
       const size = await writeFile(`${final}.part`, final, Readable.from(concatenated()), meter)
       await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
       return { size, sha256: meter.hex() }

@@ -5,7 +5,9 @@
  * their codes (ECONNREFUSED, ECONNRESET) instead of fetch's bare "fetch failed".
  *
  * Retries: network errors, 5xx, 429 and 409 (a busy chunk index) are retried with exponential
- * backoff and jitter, waiting at least what `Retry-After` says; anything else is final.
+ * backoff and jitter, waiting at least what `Retry-After` says; anything else is final. A 409
+ * with `Retry-After` names when a lock or lease in the way runs out (perhaps one of a request
+ * that died with its instance): waiting for it spends no retry, up to MAX_LEASE_WAIT_MS in all.
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import https from 'node:https'
@@ -21,6 +23,10 @@ const BASE_BACKOFF_MS = 500
 const MAX_BACKOFF_MS = 15_000
 /** Longest Retry-After honoured (ms); a longer one is cut to this. */
 const MAX_RETRY_AFTER_MS = 60_000
+/** Waits for a lease to run out that spend no retry, in all per request (ms): more than the longest lease (CHUNK_LOCK_SECONDS ≤ 600). */
+const MAX_LEASE_WAIT_MS = 15 * 60_000
+/** Added to a lease's Retry-After, so the retry arrives after it ran out (ms, at most). */
+const LEASE_JITTER_MS = 500
 
 export interface ClientOptions {
   /** Base URL of the service (a path prefix is kept). */
@@ -86,14 +92,24 @@ export class Client {
 
   /** Runs `attempt` until it succeeds, fails for good, or the retries are spent. */
   async retrying<T> (what: string, attempt: () => Promise<T>): Promise<T> {
-    for (let n = 0; ; n++) {
+    let leaseWaits = 0
+    for (let n = 0, tries = 1; ; tries++) {
       try {
         return await attempt()
       } catch (err) {
         if (!(err instanceof Retryable)) throw err
-        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${n + 1} attempts)` : ''}`)
+        if (err.lease && err.retryAfterMs !== undefined && leaseWaits + err.retryAfterMs <= MAX_LEASE_WAIT_MS) {
+          // Not a failure: the service said when the lock in the way runs out.
+          const delay = err.retryAfterMs + Math.random() * LEASE_JITTER_MS
+          leaseWaits += delay
+          this.opts.onRetry?.(what, err.message, delay)
+          await sleep(delay)
+          continue
+        }
+        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}`)
         const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** n) * (1 + Math.random() / 2)
         const delay = Math.max(backoff, err.retryAfterMs ?? 0)
+        n++
         this.opts.onRetry?.(what, err.message, delay)
         await sleep(delay)
       }
@@ -131,9 +147,12 @@ export class Client {
   }
 }
 
-/** A failure worth trying again (network, 5xx, 429, 409), with the service's Retry-After. */
+/**
+ * A failure worth trying again (network, 5xx, 429, 409), with the service's Retry-After;
+ * `lease`: a 409 whose Retry-After is when a lock in the way runs out (no retry spent on it).
+ */
 export class Retryable extends Error {
-  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK) {
+  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly lease = false) {
     super(message)
   }
 }
@@ -143,7 +162,10 @@ export function answerError (status: number, headers: IncomingHttpHeaders, body:
   const code = typeof body.code === 'string' ? body.code : undefined
   const message = `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
   if (status >= 500 || status === 429) return new Retryable(message, retryAfter(headers['retry-after']))
-  if (status === 409) return new Retryable(message, retryAfter(headers['retry-after']), EXIT.REFUSED)
+  if (status === 409) {
+    const ms = retryAfter(headers['retry-after'])
+    return new Retryable(message, ms, EXIT.REFUSED, ms !== undefined)
+  }
   const err = new CliError(exitForStatus(status, code), message)
   return Object.assign(err, { body })
 }

@@ -50,6 +50,8 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
       .headers({ 'content-security-policy': ERROR_PAGE_CSP, 'cache-control': 'no-store', ...PAGE_HEADERS })
       .send(errorPage(status, message))
   }
+  // A catalogue error that says when to retry says it in the header too.
+  if (typeof err.details?.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after))
   return reply.code(status).send({
     error: err.message,
     code: err.code,

@@ -10,7 +10,11 @@
  *   `receiveChunk` stores, `commit` records), so a request answered with an error records nothing;
  * - completion is claimed atomically (one completer per session, others get 409), checks for
  *   missing chunks and the file-size limit, assembles the object, publishes it under a code, and
- *   ends the session; a repeated complete answers the same code;
+ *   ends the session; a repeated complete answers the same code. Its lease is as short as a
+ *   chunk lock's and renewed the same way, so when its instance dies another takes over within
+ *   CHUNK_LOCK_SECONDS, finding the object already whole if the dead one got that far;
+ * - a 409 names when the lease in the way runs out (Retry-After, whole seconds rounded up): the
+ *   holder may be a request whose instance died, and then waiting that long is all it takes;
  * - a session belongs to the API key that opened it (its `keyId`): every other key is answered
  *   as for an unknown session, and each key holds at most MAX_OPEN_SESSIONS_PER_KEY open
  *   sessions (429 beyond), reserved before any storage is touched.
@@ -23,14 +27,12 @@ import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
-import { ownedBy, sessionOwner, type ChunkRecord, type SessionView } from '../core/model.js'
+import { ownedBy, sessionOwner, type ChunkRecord, type SessionView, type UploadSession } from '../core/model.js'
 import { Sha256Meter, SizeLimit } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, SessionStore } from '../state/index.js'
 import type { FileService } from './files.js'
 import type { InFlight } from './in-flight.js'
-
-const COMPLETE_LEASE_MS = 15 * 60_000 // a completer that dies frees the session after this
 
 export interface SessionServiceOptions {
   blobs: BlobStore
@@ -50,7 +52,7 @@ export interface SessionServiceOptions {
   sessionTtlMs: number
   /** ms an abandoned session's storage outlives the session before it is swept. */
   graceMs: number
-  /** ms a chunk's lock lasts without a heartbeat (renewed every third of it). */
+  /** ms a chunk's lock, or a completion's lease, lasts without a heartbeat (renewed every third of it). */
   chunkLockMs: number
   /** Open sessions one API key may hold at once. */
   maxOpenPerKey: number
@@ -87,6 +89,12 @@ export function createSessionService (opts: SessionServiceOptions) {
       .catch(err => log.warn({ err }, 'could not discard a replaced chunk; the sweeper removes it with the session'))
   }
 
+  /** 409 for a lease in the way until `until`, with Retry-After: the seconds left, rounded up. */
+  const busy = (until: number, message: (seconds: number) => string) => {
+    const seconds = Math.max(1, Math.ceil((until - now()) / 1000))
+    return new DropcodeError('DROPCODE_SESSION_BUSY', message(seconds), { retry_after: seconds })
+  }
+
   /** Renews a chunk lock every third of its lease; calls `lost` when it cannot be kept. */
   function keepLock (id: string, index: number, token: string, lost: (err: DropcodeError) => void) {
     let heldUntil = now() + lockMs
@@ -108,9 +116,10 @@ export function createSessionService (opts: SessionServiceOptions) {
     const token = randomBytes(12).toString('base64url')
     const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, keyId)
     if (!begun.ok) {
-      throw begun.reason === 'unknown'
-        ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-        : new DropcodeError('DROPCODE_SESSION_BUSY', begun.reason === 'locked' ? `Chunk ${index} is being uploaded by another request.` : undefined)
+      if (begun.reason === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+      throw begun.reason === 'locked'
+        ? busy(begun.until, s => `Chunk ${index} is locked by another request, which may have died with its instance: its lock runs out in ${s} s if so; retry then.`)
+        : busy(begun.until, s => `The session is completing, in a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
     }
     const { session } = begun
     const abort = async () => { await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, token, now()).catch(() => null)) }
@@ -176,6 +185,42 @@ export function createSessionService (opts: SessionServiceOptions) {
     }
   }
 
+  /**
+   * Renews a completion's lease every third of it (as keepLock does a chunk's). `confirm` renews
+   * it at once before an irreversible step, and fails once another completer has taken it over.
+   */
+  function keepCompletion (id: string, token: string) {
+    let lost = false
+    const renew = async () => {
+      if (!lost && !await sessions.extendCompletion(id, token, now() + lockMs, now(), ttl)) lost = true
+    }
+    const timer = setInterval(() => { renew().catch(() => {}) }, lockMs / 3)
+    timer.unref()
+    return {
+      stop: () => clearInterval(timer),
+      async confirm () {
+        await renew()
+        if (lost) throw busy(now() + lockMs / 3, s => `This completion lost its lease to another request; ask again in ${s} s for the result.`)
+      }
+    }
+  }
+
+  /**
+   * Assembles the chunks into the object. A completer that died after assembling (its chunks
+   * consumed) left the whole object: a takeover whose assembly fails uses it when its size is
+   * the chunks' total (assembly writes the object at once or not at all).
+   */
+  async function assemble (session: UploadSession, ordered: ChunkRecord[], size: number): Promise<{ size: number, sha256?: string }> {
+    try {
+      return await blobs.completeChunked(session.blobKey, session.handle, ordered.map(c => JSON.parse(c.receipt) as ChunkReceipt))
+    } catch (err) {
+      const existing = await blobs.get(session.blobKey).then(({ body, size }) => { body.destroy(); return size }, () => undefined)
+      if (existing !== size) throw err
+      log.warn({ uploadId: maskSecret(session.id) }, 'completing a session whose object an earlier completer had already assembled')
+      return { size }
+    }
+  }
+
   /** The assembled object's SHA-256: from the driver if the bytes passed through, else one streaming read. */
   async function digestOf (blobKey: string, fromDriver: string | undefined): Promise<string> {
     if (fromDriver !== undefined) return fromDriver
@@ -232,11 +277,15 @@ export function createSessionService (opts: SessionServiceOptions) {
 
     /** Assembles and publishes the file; returns its code, size and digest (the same when repeated). */
     async complete (id: string, keyId: string): Promise<CompletedFile> {
-      const started = await sessions.beginCompletion(id, now(), now() + COMPLETE_LEASE_MS, keyId)
+      const token = randomBytes(12).toString('base64url')
+      const started = await sessions.beginCompletion(id, now(), now() + lockMs, keyId, token, ttl)
       if (started.status === 'done') return started.result
       if (started.status === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-      if (started.status === 'busy') throw new DropcodeError('DROPCODE_SESSION_BUSY')
+      if (started.status === 'busy') {
+        throw busy(started.until, s => `The session is completing, or a chunk of it is locked, by a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
+      }
       const { session, chunks } = started
+      const lease = keepCompletion(id, token)
       let assembled = false
       try {
         const missing: number[] = []
@@ -251,7 +300,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         const ordered = [...Array(session.totalChunks).keys()].map(i => chunks.get(i)!)
         const size = ordered.reduce((n, c) => n + c.size, 0)
         if (size > opts.maxFileSize) throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
-        const built = await blobs.completeChunked(session.blobKey, session.handle, ordered.map(c => JSON.parse(c.receipt) as ChunkReceipt))
+        const built = await assemble(session, ordered, size)
         assembled = true
         const sha256 = await digestOf(session.blobKey, built.sha256)
         if (session.sha256 !== '' && session.sha256 !== sha256) {
@@ -261,6 +310,8 @@ export function createSessionService (opts: SessionServiceOptions) {
           await sessions.remove(id)
           throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'The assembled file\'s SHA-256 differs from the one declared at /upload/start; nothing was stored and the session is closed: start again.', { declared_sha256: session.sha256, sha256 })
         }
+        // Publishing gives a code: only while the lease is surely ours for another lease period.
+        await lease.confirm()
         const file = await files.publish({ key: session.blobKey, size, sha256, filename: session.filename }, {
           maxDownloads: session.maxDownloads,
           expiryHours: session.expiryHours
@@ -272,9 +323,11 @@ export function createSessionService (opts: SessionServiceOptions) {
       } catch (err) {
         if (!(err instanceof DropcodeError && err.code === 'DROPCODE_DIGEST_MISMATCH')) {
           if (assembled) log.warn({ err, uploadId: maskSecret(id) }, 'completion failed after the chunks were assembled')
-          await sessions.releaseCompletion(id, now()).catch(() => {})
+          await sessions.releaseCompletion(id, now(), token).catch(() => {})
         }
         throw err
+      } finally {
+        lease.stop()
       }
     }
   }

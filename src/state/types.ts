@@ -138,8 +138,13 @@ export interface CleanupIndex {
 
 export type ChunkStart =
   | { ok: true, session: UploadSession }
-  /** unknown: no live session; busy: completing; locked: another request holds this index */
-  | { ok: false, reason: 'unknown' | 'busy' | 'locked' }
+  /** no live session (or another key's) */
+  | { ok: false, reason: 'unknown' }
+  /**
+   * busy: completing; locked: another request holds this index. `until`: when the lease in the
+   * way runs out unless its holder renews it (epoch ms), for the client's Retry-After.
+   */
+  | { ok: false, reason: 'busy' | 'locked', until: number }
 
 export type ChunkCommit =
   | { ok: true, /** distinct chunks received */ received: number, /** the replaced record */ previous: ChunkRecord | null, /** bytes of all chunks */ bytes: number }
@@ -150,7 +155,8 @@ export type CompletionStart =
   | { status: 'open', session: UploadSession, chunks: Map<number, ChunkRecord> }
   | { status: 'done', result: CompletedFile }
   | { status: 'unknown' }
-  | { status: 'busy' }
+  /** Another completer's lease, or a chunk's lock, is in the way until `until` (epoch ms) unless renewed. */
+  | { status: 'busy', until: number }
 
 /** What a completed session produced, answered again to repeated completes. */
 export interface CompletedFile {
@@ -212,14 +218,23 @@ export interface SessionStore {
   settleLayout (id: string, wanted: string | undefined, now: number): Promise<string | undefined>
 
   /**
-   * Starts completing, atomically: one caller gets `open` (with the chunks) until it finishes,
-   * releases, or its lease (`leaseUntil`) runs out; no chunk may start meanwhile. A session (or
-   * a finished one's result) of another key than `keyId` is `unknown`.
+   * Starts completing, atomically: one caller (`token`) gets `open` (with the chunks) until it
+   * finishes, releases, or its lease (`leaseUntil`, renewed by `extendCompletion`) runs out; no
+   * chunk may start meanwhile. The session's idle expiry moves to at least `leaseUntil + ttlMs`
+   * (idle counts from the lease's end), so it cannot expire under a completion, nor before
+   * another can take over a dead one. A session (or a finished one's result)
+   * of another key than `keyId` is `unknown`.
    */
-  beginCompletion (id: string, now: number, leaseUntil: number, keyId: string): Promise<CompletionStart>
+  beginCompletion (id: string, now: number, leaseUntil: number, keyId: string, token: string, ttlMs: number): Promise<CompletionStart>
 
-  /** Gives up a completion (the session stays open). */
-  releaseCompletion (id: string, now: number): Promise<void>
+  /**
+   * Renews `token`'s completion lease to `leaseUntil` (heartbeat), moving the idle expiry as
+   * beginCompletion does. @returns false when the lease is no longer `token`'s (or ran out)
+   */
+  extendCompletion (id: string, token: string, leaseUntil: number, now: number, ttlMs: number): Promise<boolean>
+
+  /** Gives up `token`'s completion (the session stays open); another holder's is left alone. */
+  releaseCompletion (id: string, now: number, token: string): Promise<void>
 
   /** Ends a completed session (freeing its place); repeated completes answer `result` until `now + doneTtlMs`. */
   finish (id: string, result: CompletedFile, now: number, doneTtlMs: number): Promise<void>

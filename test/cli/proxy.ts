@@ -14,6 +14,8 @@ export interface Seen {
   headers: http.IncomingHttpHeaders
   /** Upstream status (undefined while held or when answered by the proxy). */
   status?: number | undefined
+  /** Upstream response headers, once they came. */
+  responseHeaders?: http.IncomingHttpHeaders | undefined
   done: boolean
 }
 
@@ -31,6 +33,10 @@ export interface Proxy {
   maxChunksInFlight: number
   /** Decides each request's fate (default: pass). */
   decide: (req: http.IncomingMessage, n: number) => Action
+  /** Where requests go (may change, e.g. to a restarted service); read as each request is forwarded. */
+  upstream: string
+  /** While set, requests wait for it before going upstream (a balancer queueing during a restart). */
+  gate: Promise<void> | undefined
 }
 
 /** Flips one byte (XOR 0xff) at `offset` of the stream. */
@@ -87,10 +93,9 @@ export function stopAfter (bytes: number): Transform {
 }
 
 export async function startProxy (t: Test, upstream: string): Promise<Proxy> {
-  const target = new URL(upstream)
   let n = 0
   let chunksInFlight = 0
-  const proxy: Proxy = { url: '', seen: [], maxChunksInFlight: 0, decide: () => ({ kind: 'pass' }) }
+  const proxy: Proxy = { url: '', seen: [], maxChunksInFlight: 0, decide: () => ({ kind: 'pass' }), upstream, gate: undefined }
   const server = http.createServer((req, res) => {
     const seen: Seen = { method: req.method!, path: req.url!, headers: req.headers, done: false }
     proxy.seen.push(seen)
@@ -106,19 +111,28 @@ export async function startProxy (t: Test, upstream: string): Promise<Proxy> {
       req.on('end', () => res.writeHead(action.status, action.headers ?? {}).end(action.body ?? ''))
       return
     }
-    const up = http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, upRes => {
-      seen.status = upRes.statusCode
-      res.writeHead(upRes.statusCode!, upRes.headers)
-      const alter = action.kind === 'alter' ? action.response?.() : undefined
-      // A transform that destroys itself cuts the client's connection there.
-      alter?.on('close', () => { if (!res.writableFinished) res.destroy() })
-      ;(alter !== undefined ? upRes.pipe(alter) : upRes).pipe(res)
-    })
-    up.on('error', () => res.destroy())
-    // The client went away (killed): the service sees the cut too.
-    res.on('close', () => { if (!res.writableFinished) up.destroy() })
-    const alter = action.kind === 'alter' ? action.request?.() : undefined
-    ;(alter !== undefined ? req.pipe(alter) : req).pipe(up)
+    const forward = () => {
+      const target = new URL(proxy.upstream)
+      return http.request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, upRes => {
+        seen.status = upRes.statusCode
+        seen.responseHeaders = upRes.headers
+        res.writeHead(upRes.statusCode!, upRes.headers)
+        const alter = action.kind === 'alter' ? action.response?.() : undefined
+        // A transform that destroys itself cuts the client's connection there.
+        alter?.on('close', () => { if (!res.writableFinished) res.destroy() })
+        ;(alter !== undefined ? upRes.pipe(alter) : upRes).pipe(res)
+      })
+    }
+    const send = () => {
+      const up = forward()
+      up.on('error', () => res.destroy())
+      // The client went away (killed): the service sees the cut too.
+      res.on('close', () => { if (!res.writableFinished) up.destroy() })
+      const alter = action.kind === 'alter' ? action.request?.() : undefined
+      ;(alter !== undefined ? req.pipe(alter) : req).pipe(up)
+    }
+    if (proxy.gate === undefined) send()
+    else proxy.gate.then(send, () => res.destroy())
   })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
   proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`

@@ -8,7 +8,7 @@ export async function post (url: string, path: string, fields: Fields, chunk?: U
   if (chunk !== undefined) parts.push({ name: 'chunk', filename: 'blob', data: chunk })
   const { body, contentType } = rawMultipart(parts)
   const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'x-client-key': key, 'content-type': contentType }, body })
-  return { status: res.status, body: await res.json() as Record<string, unknown> }
+  return { status: res.status, headers: res.headers, body: await res.json() as Record<string, unknown> }
 }
 
 export async function startSession (url: string, fields: Fields) {

@@ -5,6 +5,7 @@
 import http from 'node:http'
 import type { Test } from 'tap'
 import type { AppOverrides } from '../../src/app.js'
+import type { ChunkReceipt } from '../../src/blob/index.js'
 import { loadConfig } from '../../src/config.js'
 import { API_KEY, eventually, rawMultipart, startApp, testConfig, testEnv, type Backends, type DriverPair } from '../helpers/app.js'
 import { post, sendChunk, startSession } from '../helpers/chunks.js'
@@ -80,6 +81,22 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal((await sendChunk(url, id, 0, Buffer.from('x'))).status, 404)
     t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404)
     t.equal((await listStored(running.config)).length, 1, 'exactly one object stored')
+  })
+
+  t.test('chunked: a completion taking over from one killed after assembling (chunks consumed) uses the whole object', async t => {
+    const running = await start(t)
+    const data = bytes(3 * 300_000 - 5, 8)
+    const id = await startSession(running.url, [['filename', 'half-done.bin'], ['total_chunks', '3'], ['sha256', sha256Of(data)]])
+    for (const i of [0, 1, 2]) t.equal((await sendChunk(running.url, id, i, data.subarray(i * 300_000, (i + 1) * 300_000))).status, 200)
+    // What the killed completer did before it died: assemble the object, which frees the chunks.
+    const view = (await running.app.state.sessions.get(id, Date.now()))!
+    const receipts = [0, 1, 2].map(i => JSON.parse(view.chunks.get(i)!.receipt) as ChunkReceipt)
+    await running.app.blobs.completeChunked(view.session.blobKey, view.session.handle, receipts)
+    const done = await post(running.url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200, JSON.stringify(done.body))
+    t.equal(done.body.sha256, sha256Of(data), 'the object was checked against the declared SHA-256')
+    const res = await fetch(`${running.url}/download/${done.body.code as string}`)
+    t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
   })
 
   t.test('chunked: zero-byte last chunk and one-chunk sessions', async t => {

@@ -167,6 +167,37 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal((await fetch(`${url}/download/${one}`)).status, 404)
   })
 
+  t.test('resume: suffix ranges (bytes=-N) with If-Range of a claim: the last N bytes, all of a shorter file, 416 for -0', async t => {
+    const [a, b] = await instances(t)
+    const data = bytes(8 * MiB, 6) // more than loopback's socket buffers, so a cut is real
+    const code = (await upload(a.url, [['file', { data }], ['max_downloads', '3']])).body.code as string
+    const size = data.length
+
+    const first = await cutDownload(`${a.url}/download/${code}`, 100)
+    const tail = await fetch(`${b.url}/download/${code}`, { headers: { range: 'bytes=-1000', 'if-range': first.etag } })
+    t.equal(tail.status, 206)
+    t.equal(tail.headers.get('content-range'), `bytes ${size - 1000}-${size - 1}/${size}`)
+    t.equal(tail.headers.get('content-length'), '1000')
+    t.equal(tail.headers.get('etag'), first.etag, 'the same claim')
+    t.equal(Buffer.compare(Buffer.from(await tail.arrayBuffer()), data.subarray(size - 1000)), 0, 'exactly the last 1000 bytes')
+
+    const second = await cutDownload(`${a.url}/download/${code}`, 100)
+    const longer = await fetch(`${b.url}/download/${code}`, { headers: { range: `bytes=-${size + 12345}`, 'if-range': second.etag } })
+    t.equal(longer.status, 206, 'a suffix longer than the file')
+    t.equal(longer.headers.get('content-range'), `bytes 0-${size - 1}/${size}`, '…is the whole file')
+    t.equal(sha256Of(new Uint8Array(await longer.arrayBuffer())), sha256Of(data))
+
+    const third = await cutDownload(`${a.url}/download/${code}`, 100)
+    const empty = await fetch(`${b.url}/download/${code}`, { headers: { range: 'bytes=-0', 'if-range': third.etag } })
+    t.equal(empty.status, 416, 'an empty suffix cannot be satisfied')
+    t.equal(empty.headers.get('content-range'), `bytes */${size}`)
+    await empty.text()
+    const rest = await fetch(`${b.url}/download/${code}`, { headers: { range: 'bytes=100-', 'if-range': third.etag } })
+    t.equal(rest.status, 206, 'the claim is still resumable after the 416')
+    t.equal(Buffer.compare(Buffer.concat([third.received, Buffer.from(await rest.arrayBuffer())]), Buffer.from(data)), 0)
+    t.equal((await fetch(`${a.url}/download/${code}`)).status, 404, 'three claims counted, the resumes none')
+  })
+
   t.test('resume: a cut claim stays resumable for DOWNLOAD_RESUME_SECONDS, then the object goes', async t => {
     let now = Date.now()
     const [running] = await instances(t, { DOWNLOAD_RESUME_SECONDS: '60' }, { now: () => now })

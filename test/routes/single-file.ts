@@ -3,6 +3,7 @@
  * s3-redis.test.ts): upload, download, delete, and the interface's errors.
  */
 import http from 'node:http'
+import net from 'node:net'
 import type { Test } from 'tap'
 import type { AppOverrides } from '../../src/app.js'
 import { API_KEY, eventually, form, rawMultipart, startApp, testConfig, upload, type Backends, type DriverPair } from '../helpers/app.js'
@@ -163,6 +164,31 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
       req.write(bytes(64 * 1024))
     })
     t.equal(status, 401)
+    await assertClean(t, running)
+  })
+
+  t.test('API key: an empty X-Client-Key header (nothing, or only blanks, after the colon) is 401 on every upload endpoint', async t => {
+    // Raw bytes on a socket: the header is sent exactly as written, empty value and all.
+    const running = await start(t)
+    const { port } = new URL(running.url)
+    const { body, contentType } = rawMultipart([{ name: 'upload_id', data: 'a'.repeat(22) }, { name: 'file', filename: 'f.bin', data: 'x' }])
+    for (const path of ['/upload', '/upload/start', '/upload/chunk', '/upload/verify', '/upload/complete']) {
+      for (const header of ['X-Client-Key:', 'X-Client-Key: ', 'x-client-key:\t ']) {
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = net.connect(Number(port), '127.0.0.1', () => {
+            socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${header}\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`)
+            socket.write(body)
+          })
+          let text = ''
+          socket.setEncoding('utf8')
+          socket.on('data', (c: string) => { text += c })
+          socket.on('end', () => resolve(text))
+          socket.on('error', reject)
+        })
+        t.match(answer, /^HTTP\/1\.1 401 /, `${path} ${JSON.stringify(header)}`)
+        t.match(answer, /"code":"DROPCODE_UNAUTHORIZED"/)
+      }
+    }
     await assertClean(t, running)
   })
 

@@ -85,7 +85,7 @@ t.test('keys of dropcode 0.1 move to the current layout once, and stay usable', 
   t.same((await state.cleanup.lease(now + 4_200_000, 10, now + 5_000_000)).map(d => d.blobKey), [file.blobKey], 'its cleanup deadline came along')
   const view = await state.sessions.get(id, now)
   t.same(view?.chunks.get(0), { size: 5, sha256: '', receipt: JSON.stringify({ size: 5, file: '0-abc' }) })
-  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000, 'any-key'), { status: 'done', result: { code: 'DoneOk' } })
+  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000, 'any-key', 'tk', 60_000), { status: 'done', result: { code: 'DoneOk' } })
   t.equal(await c.exists(`${p}file:OldOne`, `${p}blobs`, `${p}session:${id}`), 0, 'old keys are gone')
 })
 

@@ -8,7 +8,7 @@ export interface Answer {
   status: number
   /** The JSON body, or {} when there was none. */
   body: Record<string, unknown>
-  /** Retry-After in ms, when the service sent one (429, 503). */
+  /** Retry-After in ms, when the service sent one (409: the lease left of a lock in the way; 429, 503). */
   retryAfterMs: number | undefined
 }
 

@@ -94,7 +94,9 @@ export class Context {
   /** Waits after a transient failure: until online again, Retry-After, or a growing backoff. */
   async pause (answer: Answer): Promise<void> {
     const ms = answer.retryAfterMs ?? Math.min(MAX_BACKOFF_MS, 1000 * 2 ** this.attempt)
-    this.attempt++
+    // A 409 with Retry-After names when a lock in the way runs out (perhaps one of a request that
+    // died with its instance): waiting for it is no failure, so the backoff does not grow.
+    if (!(answer.status === 409 && answer.retryAfterMs !== undefined)) this.attempt++
     const offline = answer.status === 0 && !navigator.onLine
     this.noticeShown = true
     if (answer.status === 0) {

@@ -51,6 +51,8 @@ export interface StoredSession {
   state: 'open' | 'completing'
   /** Completion lease, epoch ms. */
   leaseUntil: number
+  /** Token of the completion holding the lease (absent: none, or a completion by dropcode ≤ 0.1). */
+  completer?: string
   /** Sum of the chunks' sizes. */
   bytes: number
   /** Number of chunk records. */

@@ -86,9 +86,9 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
       return await env.write(() => {
         const s = live(id, now)
         if (s === undefined || !ownedBy(s.session, keyId)) return { ok: false, reason: 'unknown' } as const
-        if (s.state === 'completing' && s.leaseUntil > now) return { ok: false, reason: 'busy' } as const
+        if (s.state === 'completing' && s.leaseUntil > now) return { ok: false, reason: 'busy', until: s.leaseUntil } as const
         const lock = locks.get([id, index])
-        if (lock !== undefined && lock.until > now) return { ok: false, reason: 'locked' } as const
+        if (lock !== undefined && lock.until > now) return { ok: false, reason: 'locked', until: lock.until } as const
         locks.put([id, index], { token, until: lockUntil })
         save({ ...s, until: now + ttlMs }, s)
         return { ok: true, session: s.session } as const
@@ -145,7 +145,7 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
       })
     },
 
-    async beginCompletion (id, now, leaseUntil, keyId) {
+    async beginCompletion (id, now, leaseUntil, keyId, token, ttlMs) {
       return await env.write((): CompletionStart => {
         const s = live(id, now)
         if (s === undefined) {
@@ -155,19 +155,34 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
           return { status: 'done', result }
         }
         if (!ownedBy(s.session, keyId)) return { status: 'unknown' }
-        if (s.state === 'completing' && s.leaseUntil > now) return { status: 'busy' }
-        for (const { value: lock } of locks.getRange(range(id))) if (lock.until > now) return { status: 'busy' }
+        if (s.state === 'completing' && s.leaseUntil > now) return { status: 'busy', until: s.leaseUntil }
+        // Every live chunk lock must go first: busy until the last of them runs out.
+        let locked = 0
+        for (const { value: lock } of locks.getRange(range(id))) if (lock.until > now) locked = Math.max(locked, lock.until)
+        if (locked > 0) return { status: 'busy', until: locked }
         const received = new Map<number, ChunkRecord>()
         for (const { key, value } of chunks.getRange(range(id))) received.set(key[1], value)
-        save({ ...s, state: 'completing', leaseUntil }, s)
+        save({ ...s, state: 'completing', leaseUntil, completer: token, until: Math.max(s.until, leaseUntil + ttlMs) }, s)
         return { status: 'open', session: s.session, chunks: received }
       })
     },
 
-    async releaseCompletion (id) {
+    async extendCompletion (id, token, leaseUntil, now, ttlMs) {
+      return await env.write(() => {
+        const s = live(id, now)
+        if (s === undefined || s.state !== 'completing' || s.completer !== token || s.leaseUntil <= now) return false
+        save({ ...s, leaseUntil, until: Math.max(s.until, leaseUntil + ttlMs) }, s)
+        return true
+      })
+    },
+
+    async releaseCompletion (id, _now, token) {
       await env.write(() => {
         const s = sessions.get(id)
-        if (s !== undefined) save({ ...s, state: 'open', leaseUntil: 0 }, s)
+        if (s !== undefined && s.state === 'completing' && s.completer === token) {
+          const { completer: _completer, ...rest } = s
+          save({ ...rest, state: 'open', leaseUntil: 0 }, s)
+        }
       })
     },
 

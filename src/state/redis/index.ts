@@ -60,7 +60,7 @@ const FILE_NUMERIC = new Set(['size', 'maxDownloads', 'downloads', 'createdAt', 
 const SESSION_FIELDS = ['id', 'blobKey', 'handle', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'sha256'] as const
 const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt'])
 /** The session hash's own bookkeeping, not part of UploadSession. */
-const SESSION_INTERNAL = new Set(['state', 'leaseUntil', 'bytes', 'until'])
+const SESSION_INTERNAL = new Set(['state', 'leaseUntil', 'completer', 'bytes', 'until'])
 const CLEANUP_BUCKETS = '0123456789abcdef'
 
 /** An HGETALL reply (flat field/value list) as an object; numbers parsed, internals skipped. */
@@ -214,7 +214,10 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     },
     async beginChunk (id, index, token, lockUntil, now, ttlMs, keyId) {
       const reply = await guard(() => r.dcChunkBegin(...sessionKeys(id), now, index, token, lockUntil, now + ttlMs, keyId))
-      if (typeof reply === 'string') return { ok: false, reason: reply as 'unknown' | 'busy' | 'locked' }
+      if (typeof reply === 'string') {
+        const [reason, until] = reply.split(' ') as ['unknown' | 'busy' | 'locked', string | undefined]
+        return reason === 'unknown' ? { ok: false, reason } : { ok: false, reason, until: Number(until) }
+      }
       const session = toSession(reply)
       await touch(session.keyId, id, now + ttlMs)
       return { ok: true, session }
@@ -235,14 +238,23 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     async settleLayout (id, wanted, now) {
       return (await guard(() => r.dcSessionLayout(sessionKeys(id)[0], now, wanted ?? ''))) ?? undefined
     },
-    async beginCompletion (id, now, leaseUntil, keyId) {
-      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId))
+    async beginCompletion (id, now, leaseUntil, keyId, token, ttlMs) {
+      const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId, token, leaseUntil + ttlMs))
       if (status === 'done') return { status, result: { code: a as string, ...(b !== '' ? { size: Number(b) } : {}), ...(c !== '' ? { sha256: c! } : {}) } }
-      if (status !== 'open') return { status: status as 'unknown' | 'busy' }
-      return { status, session: toSession(a as string[]), chunks: toChunks(b as string[]) }
+      if (status === 'busy') return { status, until: Number(a) }
+      if (status !== 'open') return { status: 'unknown' }
+      const session = toSession(a as string[])
+      await touch(c, id, leaseUntil + ttlMs)
+      return { status, session, chunks: toChunks(b as string[]) }
     },
-    async releaseCompletion (id) {
-      await guard(() => r.dcCompleteRelease(sessionKeys(id)[0]))
+    async extendCompletion (id, token, leaseUntil, now, ttlMs) {
+      const keyId = await guard(() => r.dcCompleteExtend(...sessionKeys(id), now, leaseUntil, token, '', leaseUntil + ttlMs))
+      if (keyId === null) return false
+      await touch(keyId, id, leaseUntil + ttlMs)
+      return true
+    },
+    async releaseCompletion (id, _now, token) {
+      await guard(() => r.dcCompleteRelease(sessionKeys(id)[0], token))
     },
     async finish (id, result, now, doneTtlMs) {
       await free(await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? '')), id)

@@ -229,12 +229,16 @@ local owner = redis.call('HGET', KEYS[1], 'keyId')
 if owner and owner ~= '' and owner ~= ARGV[${i}] then return 'unknown' end
 `
 
-// ARGV: now, index, token, lockUntil, newUntil, keyId
+// ARGV: now, index, token, lockUntil, newUntil, keyId. Refused: 'busy UNTIL' or 'locked UNTIL'
+// (when the lease in the way runs out).
 const CHUNK_BEGIN = REFRESH + LIVE + OWNED(6) + `
 local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
-if st[1] == 'completing' and tonumber(st[2]) > now then return 'busy' end
+if st[1] == 'completing' and tonumber(st[2]) > now then return 'busy ' .. st[2] end
 local lock = redis.call('HGET', KEYS[3], ARGV[2])
-if lock and tonumber(string.match(lock, ' (%d+)$')) > now then return 'locked' end
+if lock then
+  local lu = string.match(lock, ' (%d+)$')
+  if tonumber(lu) > now then return 'locked ' .. lu end
+end
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ' ' .. ARGV[4])
 refresh(ARGV[5])
 return redis.call('HGETALL', KEYS[1])`
@@ -284,8 +288,18 @@ if not u or tonumber(ARGV[1]) >= tonumber(u) then return false end
 if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], 'layout', ARGV[2]) end
 return redis.call('HGET', KEYS[1], 'layout')`
 
-// ARGV: now, leaseUntil, keyId
-const COMPLETE_BEGIN = `
+// The idle expiry a completion moves the session to: at least newUntil (ARGV[5], its lease's
+// end plus the idle TTL), so it cannot expire under a completion nor before another takes over a
+// dead one. Needs REFRESH.
+const HOLD_UNTIL = `
+local function hold ()
+  local nu = math.max(tonumber(redis.call('HGET', KEYS[1], 'until')), tonumber(ARGV[5]))
+  refresh(string.format('%d', nu))
+end
+`
+
+// ARGV: now, leaseUntil, keyId, token, newUntil. Busy: {'busy', until the lease in the way runs out}.
+const COMPLETE_BEGIN = REFRESH + HOLD_UNTIL + `
 local now = tonumber(ARGV[1])
 local u = redis.call('HGET', KEYS[1], 'until')
 if not u or now >= tonumber(u) then
@@ -296,15 +310,35 @@ end
 local owner = redis.call('HGET', KEYS[1], 'keyId')
 if owner and owner ~= '' and owner ~= ARGV[3] then return {'unknown'} end
 local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
-if st[1] == 'completing' and tonumber(st[2]) > now then return {'busy'} end
+if st[1] == 'completing' and tonumber(st[2]) > now then return {'busy', st[2]} end
+local locked = 0
 for _, l in ipairs(redis.call('HVALS', KEYS[3])) do
-  if tonumber(string.match(l, ' (%d+)$')) > now then return {'busy'} end
+  local lu = tonumber(string.match(l, ' (%d+)$'))
+  if lu > now and lu > locked then locked = lu end
 end
-redis.call('HSET', KEYS[1], 'state', 'completing', 'leaseUntil', ARGV[2])
-return {'open', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}`
+if locked > 0 then return {'busy', string.format('%d', locked)} end
+redis.call('HSET', KEYS[1], 'state', 'completing', 'leaseUntil', ARGV[2], 'completer', ARGV[4])
+hold()
+return {'open', redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]), redis.call('HGET', KEYS[1], 'keyId') or ''}`
 
+// KEYS: meta, chunks, locks. ARGV: now, leaseUntil, token, (unused), newUntil. Returns the
+// session's keyId (to move its place), or false when the lease is not the token's.
+const COMPLETE_EXTEND = REFRESH + HOLD_UNTIL + `
+local now = tonumber(ARGV[1])
+local u = redis.call('HGET', KEYS[1], 'until')
+if not u or now >= tonumber(u) then return false end
+local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil', 'completer')
+if st[1] ~= 'completing' or st[3] ~= ARGV[3] or tonumber(st[2]) <= now then return false end
+redis.call('HSET', KEYS[1], 'leaseUntil', ARGV[2])
+hold()
+return redis.call('HGET', KEYS[1], 'keyId') or ''`
+
+// ARGV: token. Only the lease's own holder releases it.
 const COMPLETE_RELEASE = `
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HSET', KEYS[1], 'state', 'open') end
+if redis.call('HGET', KEYS[1], 'completer') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'state', 'open', 'leaseUntil', 0)
+  redis.call('HDEL', KEYS[1], 'completer')
+end
 return 1`
 
 // ARGV: doneUntil, code, size, sha256. Returns the session's keyId ('' if none), to free its place.
@@ -385,6 +419,7 @@ export const SCRIPTS = {
   dcChunkCommit: [3, CHUNK_COMMIT],
   dcSessionLayout: [1, SESSION_LAYOUT],
   dcCompleteBegin: [4, COMPLETE_BEGIN],
+  dcCompleteExtend: [3, COMPLETE_EXTEND],
   dcCompleteRelease: [1, COMPLETE_RELEASE],
   dcSessionFinish: [4, SESSION_FINISH],
   dcSessionRemove: [3, SESSION_REMOVE],
@@ -421,8 +456,9 @@ declare module 'ioredis' {
     dcChunkAbort (meta: string, chunks: string, locks: string, now: number, index: number, token: string): Result<string | null, Context>
     dcChunkCommit (meta: string, chunks: string, locks: string, now: number, index: number, token: string, record: string, newUntil: number): Result<[string, number?, number?, (string | null)?, string?], Context>
     dcSessionLayout (meta: string, now: number, wanted: string): Result<string | null, Context>
-    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number, keyId: string): Result<[string, (string | Flat)?, (string | Flat)?, string?], Context>
-    dcCompleteRelease (meta: string): Result<number, Context>
+    dcCompleteBegin (meta: string, chunks: string, locks: string, done: string, now: number, leaseUntil: number, keyId: string, token: string, newUntil: number): Result<[string, (string | Flat)?, (string | Flat)?, string?], Context>
+    dcCompleteExtend (meta: string, chunks: string, locks: string, now: number, leaseUntil: number, token: string, unused: string, newUntil: number): Result<string | null, Context>
+    dcCompleteRelease (meta: string, token: string): Result<number, Context>
     dcSessionFinish (meta: string, chunks: string, locks: string, done: string, doneUntil: number, code: string, size: number | '', sha256: string): Result<string, Context>
     dcSessionRemove (meta: string, chunks: string, locks: string): Result<string, Context>
     dcPlaceReserve (places: string, now: number, id: string, until: number, max: number): Result<number, Context>
