@@ -11,15 +11,7 @@ import { connect, readAtRate, within } from '../helpers/raw-socket.js'
 import { startRedis } from '../helpers/redis-server.js'
 import { startS3 } from '../helpers/s3.js'
 import { bytes } from '../helpers/streams.js'
-
-const KiB = 1024
-const MiB = 1024 * KiB
-const WINDOW_MS = 2000
-const MIN_BYTES = 256 * KiB
-/** The documented bound: a window that still passed, the failing one, a tick after each (500 ms here). */
-const BOUND_MS = 2 * WINDOW_MS + 1000
-/** For a loaded machine (2 cores shared with other test runs). */
-const SLACK_MS = 4000
+import { BOUND_MS, KiB, MIN_BYTES, MiB, SLACK_MS, WINDOW_MS } from './min-rate-figures.js'
 
 /** Larger than what loopback buffers take from a reader that reads little (~4–8 MiB measured). */
 const FILE = 24 * MiB

@@ -17,15 +17,7 @@ import { startRedis } from '../helpers/redis-server.js'
 import { startS3 } from '../helpers/s3.js'
 import { listStored } from '../helpers/storage.js'
 import { bytes } from '../helpers/streams.js'
-
-const KiB = 1024
-const MiB = 1024 * KiB
-const WINDOW_MS = 2000
-const MIN_BYTES = 256 * KiB
-/** The documented bound: a window that still passed, the failing one, a tick after each (500 ms here). */
-const BOUND_MS = 2 * WINDOW_MS + 1000
-/** For a loaded machine (2 cores shared with other test runs). */
-const SLACK_MS = 4000
+import { BOUND_MS, KiB, MIN_BYTES, MiB, SLACK_MS, WINDOW_MS } from './min-rate-figures.js'
 
 const [redis, s3] = await Promise.all([startRedis(), startS3()])
 t.teardown(async () => { await redis.stop(); await s3.stop() })
