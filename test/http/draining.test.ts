@@ -6,6 +6,7 @@
  */
 import { once } from 'node:events'
 import http from 'node:http'
+import net from 'node:net'
 import t from 'tap'
 import { startServer } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
@@ -71,4 +72,23 @@ t.test('SIGTERM: readyz drains while the rest is served, then the listener close
   t.match(answer.headers['x-request-id'], /\S/)
   const [code] = await exited
   t.equal(code, 0, 'clean exit')
+})
+
+t.test('SIGTERM: a connection that never sent a byte does not hold the shutdown up to the grace period (silent_connection_holds_shutdown)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0', SHUTDOWN_GRACE_SECONDS: '20' })
+  // A balancer's (or a client pool's) connection opened ahead of use, or a client that
+  // connected and said nothing yet: Node counts it neither idle nor busy.
+  const { port } = new URL(server.url)
+  const silent = net.connect(Number(port), '127.0.0.1')
+  await once(silent, 'connect')
+  t.teardown(() => silent.destroy())
+  const closedBy = once(silent, 'close')
+  const exited = once(server.child, 'exit')
+  const t0 = Date.now()
+  server.child.kill('SIGTERM')
+  const [code] = await exited
+  const ms = Date.now() - t0
+  t.equal(code, 0, 'clean exit')
+  t.ok(ms < 10_000, `exited ${ms} ms after SIGTERM, not at the end of the 20 s grace`)
+  await closedBy
 })
