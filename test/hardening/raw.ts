@@ -10,7 +10,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import type { Test } from 'tap'
-import { startApp, testConfig, type RunningApp } from '../helpers/app.js'
+import { startApp, testConfig, within, type RunningApp } from '../helpers/app.js'
 import { listStored } from '../helpers/storage.js'
 
 /** How long any request may take to be answered. */
@@ -44,19 +44,6 @@ export async function startEmbedded (t: Test): Promise<RunningApp> {
   const running = await startApp(t, testConfig(t, 'fs+local', {}, { DATA_DIR: dir }))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   return running
-}
-
-/** Rejects when `promise` has not settled within `ms`. */
-export async function within<T> (promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms)
-  })
-  try {
-    return await Promise.race([promise, deadline])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 /**

@@ -136,6 +136,19 @@ export function rawMultipart (parts: Array<{ name: string, filename?: string, di
   return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` }
 }
 
+/** Rejects when `promise` has not settled within `ms`. */
+export async function within<T> (promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms: ${what}`)), ms)
+  })
+  try {
+    return await Promise.race([promise, deadline])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** Polls `check` until it stops throwing or `ms` pass (for effects that follow a response). */
 export async function eventually (check: () => Promise<void>, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms

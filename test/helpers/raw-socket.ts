@@ -55,7 +55,3 @@ export function readAtRate (client: net.Socket, perSecond: number): Promise<{ he
   }, 50)
   return new Promise(resolve => client.once('close', () => { clearInterval(tick); resolve({ head, got }) }))
 }
-
-/** `p`, or a rejection naming `what` after `ms`. */
-export const within = <T>(p: Promise<T>, ms: number, what: string) =>
-  Promise.race([p, new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))])

@@ -6,8 +6,8 @@
  * cut download's; a slow reader above the rate gets the whole file.
  */
 import t from 'tap'
-import { startApp, testConfig, upload, type DriverPair } from '../helpers/app.js'
-import { connect, readAtRate, within } from '../helpers/raw-socket.js'
+import { startApp, testConfig, upload, within, type DriverPair } from '../helpers/app.js'
+import { connect, readAtRate } from '../helpers/raw-socket.js'
 import { startRedis } from '../helpers/redis-server.js'
 import { startS3 } from '../helpers/s3.js'
 import { bytes } from '../helpers/streams.js'
