@@ -97,8 +97,9 @@ function limited (reply: FastifyReply, resetMs: number): DropcodeError {
   return new DropcodeError('DROPCODE_RATE_LIMITED', `Too many requests; try again in ${seconds} s.`, { retry_after: seconds })
 }
 
-const RELEASE = Symbol('lookup lane release')
-type LaneHolder = { [RELEASE]?: () => void }
+const LANE = Symbol('lookup lane')
+/** What the gate hands the 404 counter: the address's subject and its lane's release. */
+type LaneHolder = { [LANE]?: { subject: string, release: () => void } }
 
 export default fp(async function rateLimit (app: FastifyInstance, { config, now }: { config: Config, now: () => number }) {
   const { windowMs, failedLookups, uploads } = config.rateLimits
@@ -114,7 +115,7 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   const gate: onRequestAsyncHookHandler = async (req, reply) => {
     const subject = limitSubject(req.ip)
     const release = await lanes.enter(subject)
-    ;(req as LaneHolder)[RELEASE] = release
+    ;(req as LaneHolder)[LANE] = { subject, release }
     // A request that ends without a reply (the client went away) frees the lane too.
     reply.raw.once('close', release)
     const { count, resetMs } = await app.state.counters.read(lookupKey(subject), now())
@@ -122,12 +123,13 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   }
   // Counted before the 404 goes out and before the address's next lookup reads the count.
   const failed: onSendAsyncHookHandler<unknown> = async (req, reply, payload) => {
+    const lane = (req as LaneHolder)[LANE] // absent only if a hook before the gate answered
     try {
       if (reply.statusCode === 404) {
-        await app.state.counters.incr(lookupKey(limitSubject(req.ip)), windowMs, now()).catch(err => req.log.warn({ err }, 'could not count a failed lookup'))
+        await app.state.counters.incr(lookupKey(lane?.subject ?? limitSubject(req.ip)), windowMs, now()).catch(err => req.log.warn({ err }, 'could not count a failed lookup'))
       }
     } finally {
-      (req as LaneHolder)[RELEASE]?.()
+      lane?.release()
     }
     return payload
   }
