@@ -15,7 +15,7 @@ export interface ChunkedResult {
 export async function chunkedUpload (url: string, opts: { chunks: number, chunkSize: number, inFlight: number, body: (index: number) => Readable, sha256: string }): Promise<ChunkedResult> {
   const headers = { 'x-client-key': BENCH_KEY }
   const t0 = performance.now()
-  const start = await postForm(`${url}/upload/start`, { fields: [{ name: 'filename', value: 'big.bin' }, { name: 'total_chunks', value: String(opts.chunks) }, { name: 'max_downloads', value: '1000' }], headers })
+  const start = await postForm(`${url}/upload/start`, { fields: [{ name: 'filename', value: 'big.bin' }, { name: 'total_chunks', value: String(opts.chunks) }, { name: 'max_downloads', value: '1000' }, { name: 'chunk_size', value: String(opts.chunkSize) }], headers })
   if (start.status !== 200) throw new Error(`/upload/start answered ${start.status}: ${start.text.slice(0, 300)}`)
   const id = (JSON.parse(start.text) as { upload_id: string }).upload_id
   await inParallel(opts.chunks, opts.inFlight, async i => {

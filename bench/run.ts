@@ -9,7 +9,7 @@
  *
  *   --quick           smaller files, fewer rounds, 100,000 state records
  *   --only LIST       workloads by number or name: 1 upload, 2 download, 3 memory, 4 chunked,
- *                     5 small, 6 tus, 7 state (2 needs 1: it downloads what 1 uploaded)
+ *                     5 small, 6 tus, 7 state, 8 cli (2 needs 1: it downloads what 1 uploaded)
  *   --drivers LIST    fs, s3 (default both)
  *   --rounds N        measured rounds per comparison (default 3; --quick 2)
  *   --out FILE        results file (default bench/results.json)
@@ -31,8 +31,9 @@ import { benchMemory } from './w3-memory.js'
 import { benchChunked } from './w4-chunked.js'
 import { benchSmall } from './w5-small.js'
 import { benchTus } from './w6-tus.js'
+import { benchCli } from './w8-cli.js'
 
-const WORKLOADS = ['upload', 'download', 'memory', 'chunked', 'small', 'tus', 'state'] as const
+const WORKLOADS = ['upload', 'download', 'memory', 'chunked', 'small', 'tus', 'state', 'cli'] as const
 type Workload = typeof WORKLOADS[number]
 
 const { values: args } = parseArgs({
@@ -106,6 +107,9 @@ try {
   if (only.has('chunked') && drivers.includes('s3')) await step('4 chunked upload', () => benchChunked(ctx))
   if (only.has('small')) await step('5 small requests', () => benchSmall(ctx, drivers))
   if (only.has('tus') && drivers.includes('fs')) await step('6 tus', () => benchTus(ctx))
+  for (const driver of drivers) {
+    if (only.has('cli')) await step(`8 cli vs curl, ${driver}`, () => benchCli(ctx, driver))
+  }
   if (only.has('state')) {
     await step('7 embedded state', async () => {
       const records = Number(process.env.BENCH_STATE_RECORDS ?? (ctx.quick ? 100_000 : 1_000_000))

@@ -107,6 +107,6 @@ export async function benchUpload (ctx: Context, driver: Driver): Promise<Stored
   log(`upload s3: S3_PART_SIZE ${S3_PART_SIZE / MiB} MiB, S3_QUEUE_SIZE ${S3_QUEUE_SIZE} for both`)
   const a = addRow(ctx, { workload, name: `dropcode s3: POST /upload ${label}`, unit: 'MiB/s', stat: stat(samples.get('dropcode')!), extra: { peakRssGrowthMiB: peaks } })
   const b = addRow(ctx, { workload, name: `lib-storage Upload straight to S3 ${label} (${S3_PART_SIZE / MiB} MiB parts, queue ${S3_QUEUE_SIZE})`, unit: 'MiB/s', stat: stat(samples.get('lib-storage')!) })
-  ctx.ratios.push(ratio(workload, 'upload s3: dropcode / lib-storage', a, b, 0.90))
+  ctx.ratios.push(ratio(workload, 'upload s3: dropcode / lib-storage (bar raised by issue 21)', a, b, 0.95))
   return { driver, server, size, code, s3: { client, bucket, key, s3 } }
 }

@@ -74,6 +74,6 @@ export async function benchDownload (ctx: Context, stored: Stored): Promise<void
   if (relay !== undefined) {
     const c = addRow(ctx, { workload, name: `bare node:http relaying a GetObject stream ${label}`, unit: 'MiB/s', stat: stat(samples.get('relay')!) })
     ctx.ratios.push(ratio(workload, 'download s3: bare relay / GetObject (the cost of relaying, informative)', c, b, 0.90))
-    ctx.ratios.push(ratio(workload, 'download s3: dropcode / bare relay (informative)', a, c, 0.90))
+    ctx.ratios.push(ratio(workload, 'download s3: dropcode / bare relay (bar set by issue 21)', a, c, 1.3))
   }
 }

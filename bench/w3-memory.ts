@@ -8,6 +8,11 @@
  *  - Concurrency (S3, issue 9): 16 uploads of 64 MiB at once and then their 16 downloads stay
  *    < 500 MiB RSS; 64 at once: the excess over MAX_CONCURRENT_UPLOADS is answered
  *    503 DROPCODE_BUSY, and the process survives.
+ *  - Many at once (S3, issue 20): 2,000 uploads of 1 MiB at once, then 200 of 16 MiB, on a
+ *    service whose MAX_CONCURRENT_UPLOADS (4096) is not the limit: with the default
+ *    S3_UPLOAD_MEMORY every one is answered 200 (uploads wait for memory at the pool's gate with
+ *    their bodies unread, slowed by TCP flow control, and are never refused) and the RSS stays
+ *    < 500 MiB.
  * The run fails (exit 1) when memory follows the file size: growth from the smallest to the
  * largest transfer above FOLLOWS_MIB.
  */
@@ -46,7 +51,7 @@ export async function benchMemory (ctx: Context, drivers: Driver[]): Promise<voi
       try {
         // One small transfer first: the first S3 (or file) transfer of a process loads and
         // compiles code paths (the SDK's multipart, XML and signing modules) and allocates the
-        // part-buffer pool once. That is a cost of the process, not of a transfer; it is
+        // slab pool once. That is a cost of the process, not of a transfer; it is
         // reported separately (`firstUseMiB`), and growth is measured from after it.
         const fresh = await settledRss(server)
         await warmUp(server)
@@ -70,7 +75,11 @@ export async function benchMemory (ctx: Context, drivers: Driver[]): Promise<voi
     ctx.ratios.push(limit(workload, `RSS growth ${driver}: ${sizes[sizes.length - 1]} MiB minus ${sizes[0]} MiB transfer`, spread, 16, 'MiB'))
     if (spread > FOLLOWS_MIB) failures.push(`memory ${driver}: a ${sizes[sizes.length - 1]} MiB transfer grew the service by ${spread.toFixed(0)} MiB more than a ${sizes[0]} MiB one (limit ${FOLLOWS_MIB}): memory follows the file size`)
   }
-  if (drivers.includes('s3')) await concurrent(ctx)
+  if (drivers.includes('s3')) {
+    await concurrent(ctx)
+    await manyAtOnce(ctx, 2000, 1)
+    await manyAtOnce(ctx, 200, 16)
+  }
 }
 
 /** `count` uploads of `size` bytes at once; then (if `download`) the accepted ones' downloads at once. */
@@ -119,6 +128,32 @@ async function concurrent (ctx: Context): Promise<void> {
     addRow(ctx, { workload, name: `dropcode s3: peak RSS, 64 concurrent ${sizeMiB} MiB uploads`, unit: 'MiB', lowerIsBetter: true, stat: stat([b.peakUp / MiB]) })
     ctx.ratios.push(limit(workload, `peak RSS s3, 64 concurrent ${sizeMiB} MiB uploads (${ok} accepted, ${busy} × 503)`, b.peakUp / MiB, 500, 'MiB'))
     if (server.child.exitCode !== null || server.child.signalCode !== null) failures.push('the service died during 64 concurrent uploads')
+  } finally {
+    await server.stop()
+  }
+}
+
+/** Slots enough that the pool, not MAX_CONCURRENT_UPLOADS, is what `manyAtOnce` measures. */
+const MANY_SLOTS = 4096
+
+/** `count` uploads of `sizeMiB` MiB at once on a fresh S3 service (issue 20): all 200, RSS < 500 MiB. */
+async function manyAtOnce (ctx: Context, count: number, sizeMiB: number): Promise<void> {
+  const workload = '3 memory'
+  const server = await startService('s3', { MAX_CONCURRENT_UPLOADS: String(MANY_SLOTS) })
+  try {
+    const idle = await settledRss(server)
+    const t0 = performance.now()
+    const b = await burst(server, count, sizeMiB * MiB, false)
+    const seconds = (performance.now() - t0) / 1000
+    const ok = b.statuses.get(200) ?? 0
+    log(`${count} concurrent ${sizeMiB} MiB on s3 (MAX_CONCURRENT_UPLOADS ${MANY_SLOTS}): answers ${JSON.stringify([...b.statuses])} in ${seconds.toFixed(1)} s, idle ${(idle / MiB).toFixed(0)}, peak ${(b.peakUp / MiB).toFixed(0)} MiB`)
+    const what = `${count} concurrent ${sizeMiB} MiB uploads (MAX_CONCURRENT_UPLOADS ${MANY_SLOTS})`
+    addRow(ctx, { workload, name: `dropcode s3: ${what} → answered 200`, unit: 'answers', stat: stat([ok]), extra: { statuses: Object.fromEntries(b.statuses), seconds } })
+    addRow(ctx, { workload, name: `dropcode s3: ${what}, time to the last answer`, unit: 's', lowerIsBetter: true, stat: stat([seconds]) })
+    addRow(ctx, { workload, name: `dropcode s3: peak RSS, ${what}`, unit: 'MiB', lowerIsBetter: true, stat: stat([b.peakUp / MiB]), extra: { idleMiB: idle / MiB } })
+    ctx.ratios.push(limit(workload, `peak RSS s3, ${what} (issue 20)`, b.peakUp / MiB, 500, 'MiB'))
+    ctx.ratios.push(limit(workload, `answers other than 200, ${what} (issue 20)`, count - ok, 0, 'answers'))
+    if (server.child.exitCode !== null || server.child.signalCode !== null) failures.push(`the service died during ${what}`)
   } finally {
     await server.stop()
   }

@@ -2,10 +2,13 @@
  * Builds the dropcode application; never listens (server.ts does). Plugins are registered in
  * dependency order, and this list is the architecture:
  *
- *   error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI → multipart parser →
+ *   version header → error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI →
  *   stores (BlobStore + state) → observability (metrics, request logs) → overload (slots, load shedding) → rate limits → auth →
- *   services (files, sessions, sweeper) → routes (health, upload, chunked upload, download, delete,
+ *   services (files, sessions, sweeper) → routes (health, [multipart parser → upload, chunked upload], download, delete,
  *   limits, web page)
+ *
+ * Hooks that run on every request are callback-style (`done`), not async: an async hook costs a
+ * promise and a microtask per request (docs/performance.md, "404 lookups").
  */
 import type { S3Client } from '@aws-sdk/client-s3'
 import multipart from '@fastify/multipart'
@@ -26,6 +29,7 @@ import rateLimit from './plugins/rate-limit.js'
 import services from './plugins/services.js'
 import stallGuard from './plugins/stall-guard.js'
 import stores from './plugins/stores.js'
+import versionHeader from './plugins/version-header.js'
 import chunkedRoutes from './routes/chunked.js'
 import deleteRoutes from './routes/delete.js'
 import downloadRoutes from './routes/download.js'
@@ -63,24 +67,13 @@ export async function buildApp (config: Config, overrides: AppOverrides = {}): P
 }
 
 async function registerPlugins (app: FastifyInstance, config: Config, overrides: AppOverrides, now: () => number): Promise<void> {
+  await app.register(versionHeader)
   await app.register(errorHandler, { linger: config.linger })
   await app.register(lifecycle)
   await app.register(cors, { origins: config.corsOrigins })
   await app.register(earlyAnswers)
   await app.register(stallGuard, { minRate: config.minTransferRate, ...(overrides.stallMs !== undefined ? { stallMs: overrides.stallMs } : {}) })
   await app.register(openapi)
-  await app.register(multipart, {
-    limits: {
-      fieldNameSize: FIELD_NAME_BYTES, // bytes in a field name (urlencoded only: http/multipart-form.ts checks ours)
-      fieldSize: 4096, // bytes in a text field: enough for a 255-byte UTF-8 filename or an id
-      fields: 16, // text fields per request; the interface uses at most 4
-      // bytes; one over the larger limit so SizeLimit sees the overflow and answers 413
-      fileSize: Math.max(config.limits.maxFileSize, config.limits.maxChunkSize) + 1,
-      files: 2, // a second file must reach our reader so it can answer 400 (TOO_MANY_FILES)
-      parts: 24, // fields + files
-      headerPairs: 32 // headers per part
-    }
-  })
   await app.register(stores, { config, now, ...(overrides.s3Client ? { s3Client: overrides.s3Client } : {}) })
   await app.register(observability, { now })
   await app.register(overload, { config })
@@ -88,10 +81,29 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(auth, { apiKeys: config.apiKeys })
   await app.register(services, { config, now })
   await app.register(healthRoutes)
-  await app.register(uploadRoutes, { config })
-  await app.register(chunkedRoutes, { config })
+  // The multipart parser belongs to the upload routes alone: registered for the whole app, its
+  // hooks (three per request, one a 'close' listener) ran on every download and 404 too (issue 21).
+  await app.register(async function uploadEndpoints (scope) {
+    await scope.register(multipart, { limits: multipartLimits(config) })
+    await scope.register(uploadRoutes, { config })
+    await scope.register(chunkedRoutes, { config })
+  })
+  // Any other route ignores a multipart body, as it did when the parser was the whole app's.
+  app.addContentTypeParser('multipart/form-data', (_req, _payload, done) => { done(null) })
   await app.register(downloadRoutes)
   await app.register(deleteRoutes)
   await app.register(limitsRoutes, { config })
   await app.register(webRoutes)
 }
+
+/** Limits of the multipart parser (@fastify/multipart's busboy options). */
+const multipartLimits = (config: Config) => ({
+  fieldNameSize: FIELD_NAME_BYTES, // bytes in a field name (urlencoded only: http/multipart-form.ts checks ours)
+  fieldSize: 4096, // bytes in a text field: enough for a 255-byte UTF-8 filename or an id
+  fields: 16, // text fields per request; the interface uses at most 4
+  // bytes; one over the larger limit so the size limit (Sha256Meter) sees the overflow and answers 413
+  fileSize: Math.max(config.limits.maxFileSize, config.limits.maxChunkSize) + 1,
+  files: 2, // a second file must reach our reader so it can answer 400 (TOO_MANY_FILES)
+  parts: 24, // fields + files
+  headerPairs: 32 // headers per part
+})

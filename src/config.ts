@@ -25,7 +25,7 @@ const HOST_PORTS = `^${HOST_PORT}(,${HOST_PORT})*$`
 /** Every environment variable dropcode reads. Integer values are decimal strings checked against `minimum`/`maximum` after parsing. */
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', minLength: 1 }),
-  TRUST_PROXY: Type.String({ description: 'false, a hop count such as 1, or comma-separated proxy addresses/CIDRs such as 10.0.0.0/8', default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
+  TRUST_PROXY: Type.String({ description: 'false, a hop count such as 1, or the proxies\' own comma-separated addresses/CIDRs such as 10.0.0.5,10.0.0.6', default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
   PORT: Int(0, 65535, 3000),
   METRICS_HOST: Type.String({ default: '127.0.0.1', minLength: 1 }),
   METRICS_PORT: Type.String({ description: 'a port from 0 to 65535, or off', default: '9464', pattern: '^([0-9]{1,5}|off)$' }),
@@ -47,7 +47,7 @@ export const EnvSchema = Type.Object({
   S3_CREATE_BUCKET: Type.Union([Bool], { default: 'true' }),
   S3_PART_SIZE: Int(5 * MiB, 5 * GiB, 8 * MiB),
   S3_QUEUE_SIZE: Int(1, 64, 2),
-  S3_UPLOAD_MEMORY: Int(16 * MiB, 64 * GiB, 256 * MiB),
+  S3_UPLOAD_MEMORY: Int(16 * MiB, 64 * GiB, 128 * MiB),
 
   STATE_DRIVER: Type.Optional(Type.Union([Type.Literal('local'), Type.Literal('redis')])),
   REDIS_URL: Type.Optional(Type.String({ description: 'a Redis URL such as redis://localhost:6379 or rediss://:password@host:6380/0', pattern: '^rediss?://' })),
@@ -72,8 +72,8 @@ export const EnvSchema = Type.Object({
   SWEEP_GRACE_SECONDS: Int(0, 86_400, 600),
   UPLOAD_TIMEOUT_SECONDS: Int(60, 7 * 86_400, 6 * 3600),
   DOWNLOAD_RESUME_SECONDS: Int(0, 7 * 86_400, 3600),
-  MAX_CONCURRENT_UPLOADS: Int(0, 100_000, 32),
-  MAX_CONCURRENT_DOWNLOADS: Int(0, 100_000, 128),
+  MAX_CONCURRENT_UPLOADS: Int(0, 100_000, 4096),
+  MAX_CONCURRENT_DOWNLOADS: Int(0, 100_000, 4096),
   SHED_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000),
   SHED_HEAP_USED_PERCENT: Int(0, 100, 90),
   MIN_TRANSFER_BYTES: Int(0, 1024 * MiB, 32 * 1024),
@@ -103,7 +103,7 @@ export type StorageConfig =
     partSize: number
     /** Parts uploaded concurrently per upload. */
     queueSize: number
-    /** Bytes of part buffers shared by all uploads of the instance (at least two parts). */
+    /** Bytes of slabs (64 KiB) shared by all uploads of the instance (at least two parts). */
     uploadMemory: number
   }
 

@@ -4,7 +4,7 @@
  * first two characters (core/mask.ts), enough to correlate a complaint without handing the
  * secret to whoever reads the logs; state errors lose the arguments of their Redis command.
  */
-import type { FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import pino from 'pino'
 import { StartupError } from './core/errors.js'
 import { maskSecret } from './core/mask.js'
@@ -84,6 +84,12 @@ function withoutCommandArgs (value: unknown, depth: number): unknown {
   }
   return out
 }
+
+const LEVELS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 }
+
+/** Whether `log` writes lines at `level` (false for every level at `silent`). */
+export const writesAt = (log: FastifyBaseLogger, level: 'info' | 'warn' | 'error'): boolean =>
+  LEVELS[level]! >= (LEVELS[log.level] ?? Infinity)
 
 export function loggerOptions (level: string, stream: LogDestination) {
   return {

@@ -4,7 +4,11 @@
  * and never touch prom-client themselves. Every metric is listed in the README.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { Unavailable } from './core/model.js'
+import type { BlobStore } from './blob/blob-store.js'
+import type { Refusal, SlotStats } from './core/fair-slots.js'
+import type { RequestEnd, Unavailable } from './core/model.js'
+
+export type TransferKind = 'upload' | 'download'
 
 export interface Metrics {
   registry: Registry
@@ -20,12 +24,29 @@ export interface Metrics {
    */
   claimRefund (event: 'queued' | 'refunded' | 'dropped', pending: number): void
   session (event: 'opened' | 'completed'): void
+  /**
+   * How a completed session's SHA-256 was had: bytes `folded` as the chunks arrived
+   * (services/prefix-digest.ts), bytes `read` back at completion, bytes hashed by the driver
+   * while `assembled` (its chunks copied into one object).
+   */
+  sessionDigest (how: 'folded' | 'read' | 'assembled', bytes: number): void
   sweep (deleted: number, failed: number): void
   backendError (backend: 'storage' | 'state'): void
-  request (method: string, route: string, status: number, seconds: number): void
+  /** Where the figures of a kind of transfer slots are read at each scrape. */
+  watchSlots (kind: TransferKind, read: () => SlotStats): void
+  transferRefused (kind: TransferKind, reason: Refusal): void
+  /** A request's response closed: `status` 0 when no answer went out; `end` says whether it was delivered or cut, and by whom. */
+  request (method: string, route: string, status: number, end: RequestEnd, seconds: number): void
 }
 
-export function createMetrics (opts: { dueObjects: () => Promise<number> }): Metrics {
+export interface MetricsSources {
+  /** Objects past their cleanup deadline (all instances). */
+  dueObjects: () => Promise<number>
+  /** The S3 store's upload memory (blob/s3/parts.ts); absent on fs. */
+  uploadMemory?: BlobStore['uploadMemory']
+}
+
+export function createMetrics (opts: MetricsSources): Metrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'dropcode_' })
   const m = {
@@ -37,14 +58,16 @@ export function createMetrics (opts: { dueObjects: () => Promise<number> }): Met
     downloadBytes: new Counter({ name: 'dropcode_download_bytes_total', help: 'Bytes sent by downloads.', registers: [registry] }),
     refunds: new Counter({ name: 'dropcode_claim_refunds_total', help: 'Refunds of download claims whose outcome was unknown (state store timeout or lost connection), by event.', labelNames: ['event'], registers: [registry] }),
     refundsPending: new Gauge({ name: 'dropcode_claim_refunds_pending', help: 'Refunds of download claims waiting for the state store on this instance.', registers: [registry] }),
+    sessionDigestBytes: new Counter({ name: 'dropcode_session_digest_bytes_total', help: 'Bytes of completed chunked sessions by how their SHA-256 was had: folded as the chunks arrived, read back at completion, or hashed while the driver assembled the chunks.', labelNames: ['how'], registers: [registry] }),
     sessions: new Counter({ name: 'dropcode_chunked_sessions_total', help: 'Chunked sessions by event.', labelNames: ['event'], registers: [registry] }),
     sweeps: new Counter({ name: 'dropcode_sweeper_runs_total', help: 'Sweeps run by this instance.', registers: [registry] }),
     swept: new Counter({ name: 'dropcode_sweeper_objects_total', help: 'Objects the sweeper handled, by result (expired files, deleted files not yet removed, abandoned uploads and sessions).', labelNames: ['result'], registers: [registry] }),
     backendErrors: new Counter({ name: 'dropcode_backend_errors_total', help: 'Requests failed by an unreachable backend.', labelNames: ['backend'], registers: [registry] }),
+    transferRefusals: new Counter({ name: 'dropcode_transfer_refusals_total', help: 'Transfers answered 503 DROPCODE_BUSY for want of a slot: full (none free) or share (the key or address already holds as many as are free).', labelNames: ['kind', 'reason'], registers: [registry] }),
     duration: new Histogram({
       name: 'dropcode_http_request_duration_seconds',
-      help: 'Request duration by route, method and status.',
-      labelNames: ['method', 'route', 'status'],
+      help: 'Request duration by route, method, status (0: no answer went out) and end (complete; cut by the client; cut by the server).',
+      labelNames: ['method', 'route', 'status', 'end'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 300],
       registers: [registry]
     })
@@ -58,6 +81,51 @@ export function createMetrics (opts: { dueObjects: () => Promise<number> }): Met
     async collect () { this.set(await opts.dueObjects().catch(() => -1)) }
   })
 
+  // S3 upload memory (blob/s3/parts.ts): the slab pool every upload buffers its parts in.
+  const uploadMemory = opts.uploadMemory
+  if (uploadMemory !== undefined) {
+    // eslint-disable-next-line no-new
+    new Gauge({
+      name: 'dropcode_upload_memory_bytes',
+      help: 'S3 part memory of this instance (S3_UPLOAD_MEMORY): in_use (buffered by uploads or in flight to S3), promised (set aside for uploads just admitted), allocated (in use or kept for reuse), max.',
+      labelNames: ['state'],
+      registers: [registry],
+      collect () {
+        const s = uploadMemory()
+        this.set({ state: 'in_use' }, s.bytesInUse)
+        this.set({ state: 'promised' }, s.bytesPromised)
+        this.set({ state: 'allocated' }, s.bytesAllocated)
+        this.set({ state: 'max' }, s.bytesMax)
+      }
+    })
+    // eslint-disable-next-line no-new
+    new Gauge({
+      name: 'dropcode_upload_memory_waiting',
+      help: 'S3 uploads waiting for part memory, by where: at the gate (body not yet read) or mid-upload (for a slab); their clients are slowed by TCP.',
+      labelNames: ['where'],
+      registers: [registry],
+      collect () {
+        const s = uploadMemory()
+        this.set({ where: 'gate' }, s.uploadsAtGate)
+        this.set({ where: 'slab' }, s.streamsWaiting)
+      }
+    })
+  }
+
+  // Transfer slots (core/fair-slots.ts), read when scraped.
+  const slots = new Map<TransferKind, () => SlotStats>()
+  const slotGauge = (name: string, help: string, labelNames: string[], pick: (s: SlotStats, set: (labels: Record<string, string>, v: number) => void) => void) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect () { for (const [kind, read] of slots) pick(read(), (labels, v) => this.set({ kind, ...labels }, v)) }
+    })
+  slotGauge('dropcode_transfer_slots', 'Transfer slots of this instance, by kind (upload: per API key; download: per client address) and state (used; limit, 0 for none).', ['kind', 'state'], (s, set) => { set({ state: 'used' }, s.used); set({ state: 'limit' }, s.limit) })
+  slotGauge('dropcode_transfer_subjects', 'API keys (uploads) or client addresses (downloads) holding transfer slots.', ['kind'], (s, set) => set({}, s.subjects))
+  slotGauge('dropcode_transfer_largest_holding', 'Most transfer slots held by one API key (uploads) or client address (downloads); one may take a slot only while it holds fewer than are free.', ['kind'], (s, set) => set({}, s.largest))
+
   return {
     registry,
     uploaded (kind, bytes) { m.uploads.inc({ kind }); m.uploadBytes.inc(bytes) },
@@ -66,8 +134,11 @@ export function createMetrics (opts: { dueObjects: () => Promise<number> }): Met
     downloadEnded (bytes, complete) { m.downloads.inc({ outcome: complete ? 'served' : 'aborted' }); m.downloadBytes.inc(bytes) },
     claimRefund (event, pending) { m.refunds.inc({ event }); m.refundsPending.set(pending) },
     session (event) { m.sessions.inc({ event }) },
+    sessionDigest (how, bytes) { m.sessionDigestBytes.inc({ how }, bytes) },
     sweep (deleted, failed) { m.sweeps.inc(); m.swept.inc({ result: 'deleted' }, deleted); m.swept.inc({ result: 'failed' }, failed) },
     backendError (backend) { m.backendErrors.inc({ backend }) },
-    request (method, route, status, seconds) { m.duration.observe({ method, route, status: String(status) }, seconds) }
+    watchSlots (kind, read) { slots.set(kind, read) },
+    transferRefused (kind, reason) { m.transferRefusals.inc({ kind, reason }) },
+    request (method, route, status, end, seconds) { m.duration.observe({ method, route, status: String(status), end }, seconds) }
   }
 }

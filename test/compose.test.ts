@@ -4,21 +4,23 @@ import t from 'tap'
 import { parse } from 'yaml'
 import { EnvSchema, loadConfig } from '../src/config.js'
 
-const compose = parse(fs.readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8')) as {
-  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], expose?: Array<string | number>, build?: unknown, image?: string, volumes?: string[], stop_grace_period?: string }>
+// `merge`: the balanced profile's instances share one definition through YAML merge keys (`<<`), as Compose reads them.
+const compose = parse(fs.readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'), { merge: true }) as {
+  services: Record<string, { environment?: Record<string, string> | string[], ports?: string[], expose?: Array<string | number>, build?: unknown, image?: string, volumes?: string[], stop_grace_period?: string, profiles?: string[], depends_on?: unknown }>
 }
 
 t.test('the stack has the service, Redis, MinIO and the bucket setup', async t => {
-  t.same(Object.keys(compose.services).sort(), ['dropcode', 'minio', 'minio-setup', 'redis'])
+  const always = Object.entries(compose.services).filter(([, s]) => s.profiles === undefined).map(([name]) => name)
+  t.same(always.sort(), ['dropcode', 'minio', 'minio-setup', 'redis'])
   t.ok(compose.services.dropcode!.build, 'dropcode is built from the Dockerfile')
   t.ok(fs.existsSync(new URL('../Dockerfile', import.meta.url)))
   t.ok((compose.services['minio-setup']!.volumes ?? []).some(v => v.startsWith('./minio:')), 'bucket setup mounts minio/')
   t.ok(fs.existsSync(new URL('../minio/setup.sh', import.meta.url)))
 })
 
-/** The dropcode service's environment as a map. */
-function serviceEnv (): Record<string, string> {
-  const raw = compose.services.dropcode!.environment!
+/** A dropcode service's environment as a map. */
+function serviceEnv (name = 'dropcode'): Record<string, string> {
+  const raw = compose.services[name]!.environment!
   return Array.isArray(raw)
     ? Object.fromEntries(raw.map(kv => kv.split(/=(.*)/s).slice(0, 2) as [string, string]))
     : raw
@@ -52,4 +54,21 @@ t.test('the Dockerfile runs as a non-root user', async t => {
   const dockerfile = fs.readFileSync(new URL('../Dockerfile', import.meta.url), 'utf8')
   t.match(dockerfile, /^USER node$/m)
   t.match(dockerfile, /AS build/)
+})
+
+t.test('the balanced profile: two instances behind the repo\'s nginx and HAProxy recipes, only the balancers published', async t => {
+  const balanced = Object.entries(compose.services).filter(([, s]) => s.profiles?.includes('balanced')).map(([name]) => name)
+  t.same(balanced.sort(), ['dropcode-1', 'dropcode-2', 'haproxy', 'nginx'])
+  for (const name of ['dropcode-1', 'dropcode-2']) {
+    const service = compose.services[name]!
+    const config = loadConfig(Object.fromEntries(Object.entries(serviceEnv(name)).map(([k, v]) => [k, String(v).replace(/\$\{(\w+):-([^}]*)\}/g, '$2')])))
+    t.equal(config.trustProxy, 1, `${name} trusts the one balancer hop`)
+    t.same(service.ports ?? [], [], `${name} publishes no port: the balancers are the only way in, so TRUST_PROXY=1 is safe`)
+    t.same((service.expose ?? []).map(String).sort(), ['3000', '9464'])
+    // The recipes name the instances dropcode-1:3000 and dropcode-2:3000 (test/helpers/balancers.ts replaces them).
+    for (const file of ['deploy/nginx.conf', 'deploy/haproxy.cfg']) t.match(fs.readFileSync(new URL(`../${file}`, import.meta.url), 'utf8'), `${name}:3000`)
+  }
+  t.match(compose.services.nginx!.volumes, ['./deploy/nginx.conf:/etc/nginx/nginx.conf:ro'])
+  t.match(compose.services.haproxy!.volumes, ['./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro'])
+  for (const name of ['nginx', 'haproxy']) for (const mapping of compose.services[name]!.ports ?? []) t.match(mapping, /^127\.0\.0\.1:/, `${name} is published on 127.0.0.1 only`)
 })

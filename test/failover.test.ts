@@ -39,8 +39,10 @@ t.test('claims acknowledged but lost in a failover are countable again: over-ser
   })
   t.equal(served + lost, 7, '7 downloads served and counted before the failover')
 
-  const first = await afterFailover(t, () => get(a.url))
-  const results = [first, ...await Promise.all(Array.from({ length: 40 }, (_, i) => get(i % 2 === 0 ? a.url : b.url)))]
+  // Each instance finds the new primary on its own: wait for both (a loaded machine saw b still
+  // answering 503 after a had switched).
+  const first = [await afterFailover(t, () => get(a.url)), await afterFailover(t, () => get(b.url))]
+  const results = [...first, ...await Promise.all(Array.from({ length: 40 }, (_, i) => get(i % 2 === 0 ? a.url : b.url)))]
   const servedAfter = results.filter(r => r.status === 200 && r.body === 'counted').length
   t.equal(servedAfter, 10 - 3, 'the new master counts from the last replicated claim (3)')
   t.equal(served + lost + servedAfter - 10, lost, `over-served ${lost}: exactly the claims the failover lost`)

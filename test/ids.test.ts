@@ -1,5 +1,5 @@
 import t from 'tap'
-import { CODE_ALPHABET, isBlobKey, isCode, newBlobKey, newCode } from '../src/core/ids.js'
+import { CODE_ALPHABET, isBlobKey, isCode, newBlobKey, newClaimId, newCode } from '../src/core/ids.js'
 
 t.test('codes: 6 symbols from the 62-symbol alphabet', async t => {
   t.equal(CODE_ALPHABET.length, 62)
@@ -30,4 +30,11 @@ t.test('object keys: 128 random bits as hex', async t => {
   t.ok(isBlobKey(k))
   t.not(newBlobKey(), k)
   t.notOk(isBlobKey('../' + k.slice(3)))
+})
+
+t.test('claim ids: 128 random bits as base64url, never repeated across refills of their pool', async t => {
+  // 4 KiB pools of 16-byte ids: 256 per pool, so this crosses several refills.
+  const ids = Array.from({ length: 2000 }, newClaimId)
+  t.same(ids.filter(id => !/^[A-Za-z0-9_-]{22}$/.test(id)), [], 'the format of a claim ETag')
+  t.equal(new Set(ids).size, ids.length, 'all distinct')
 })

@@ -82,7 +82,7 @@ t.test('metrics count uploads, downloads by outcome, refusals by reason, session
   t.equal(await metricValue(metricsUrl, 'dropcode_chunked_sessions_total', '{event="completed"}'), 1)
   t.equal(await metricValue(metricsUrl, 'dropcode_sweeper_runs_total'), 1)
   t.equal(await metricValue(metricsUrl, 'dropcode_cleanup_due_objects'), 0)
-  t.ok(await metricValue(metricsUrl, 'dropcode_http_request_duration_seconds_count', '{method="POST",route="/upload",status="200"}') >= 1)
+  t.ok(await metricValue(metricsUrl, 'dropcode_http_request_duration_seconds_count', '{method="POST",route="/upload",status="200",end="complete"}') >= 1)
   t.ok(await metricValue(metricsUrl, 'dropcode_process_resident_memory_bytes') > 0, 'process metrics')
 })
 

@@ -162,6 +162,17 @@ t.test('IPv6 clients are counted per /64; IPv4-mapped addresses as IPv4', async 
   t.equal(limitSubject('::1'), '0:0:0:0::/64')
 })
 
+t.test('an IPv4 address is its own subject in every spelling, whether or not it is parsed', async t => {
+  const { limitSubject } = await import('../src/plugins/rate-limit.js')
+  const ipaddr = (await import('ipaddr.js')).default
+  const octets = [0, 1, 9, 10, 99, 100, 199, 200, 249, 250, 255]
+  const ips = octets.flatMap(a => [0, 255].map(b => `${a}.${b}.${octets[(a + b) % octets.length]}.${a}`))
+  for (const ip of ips) t.equal(limitSubject(ip), ipaddr.parse(ip).toString(), ip)
+  t.equal(limitSubject('010.0.0.1'), '8.0.0.1', 'a leading zero is octal to ipaddr.js: parsed, not taken as is')
+  t.equal(limitSubject('256.1.1.1'), '256.1.1.1', 'not an address: as it came')
+  t.equal(limitSubject('1.2.3.4\n'), '1.2.3.4\n')
+})
+
 t.test('behind a proxy, IPv4-mapped client addresses in long form do not share one limit (rate_limit_mapped_ipv4_one_subnet)', async t => {
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}, { RATE_LIMIT_FAILED_LOOKUPS: '2', TRUST_PROXY: '127.0.0.1' }))
   const as = (ip: string) => ({ headers: { 'x-forwarded-for': ip } })

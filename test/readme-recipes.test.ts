@@ -2,13 +2,17 @@
  * The README's shell recipes, run as written against the real server process, the way a new
  * user runs them: the chunked-upload script (bash + curl) and `curl -fOJ`. Found by trying
  * them: the old loop printed nothing and exited 0 with a wrong key, died with a bash syntax
- * error on an expired session, and `curl -OJ` saved the 404 page as the artifact.
+ * error on an expired session, and `curl -OJ` saved the 404 page as the artifact; behind a
+ * load balancer whose timeout lost /upload/complete's answer, the rerun said to start over
+ * (verify answered 404) though a repeated complete would have answered the code.
  */
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { root, startServer, stopServer } from './helpers/server-process.js'
 import { dataDir } from './helpers/tmp.js'
 
@@ -72,6 +76,63 @@ t.test('the README chunked-upload script: progress, code on stdout, resume, loud
   const got = await run('curl', ['-sfOJ', `${server.url}/download/${resumed.stdout.trim()}`], { cwd: out })
   t.equal(got.code, 0)
   t.ok(fs.readFileSync(path.join(out, 'big.bin')).equals(bytes), 'curl -fOJ saves the same bytes under the name')
+  t.equal(await stopServer(server), 0)
+})
+
+/**
+ * A balancer in front of the service whose timeout fires on /upload/complete: the request goes
+ * through and the service completes the session, but the client gets a 504 page instead of the
+ * answer (kept in `lost`). Everything else passes.
+ */
+async function timingOutBalancer (t: Test, upstream: string) {
+  const lost: string[] = []
+  const server = http.createServer((req, res) => {
+    const up = http.request(`${upstream}${req.url!}`, { method: req.method, headers: req.headers, agent: false }, upRes => {
+      if (req.url !== '/upload/complete') {
+        res.writeHead(upRes.statusCode!, upRes.headers)
+        upRes.pipe(res)
+        return
+      }
+      const body: Buffer[] = []
+      upRes.on('data', (c: Buffer) => body.push(c))
+      upRes.on('end', () => {
+        lost.push(Buffer.concat(body).toString())
+        res.writeHead(504, { 'content-type': 'text/html', connection: 'close' }).end('<html><body><h1>504 Gateway Time-out</h1></body></html>\n')
+      })
+    })
+    up.on('error', () => res.destroy())
+    req.pipe(up)
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>(resolve => { server.closeAllConnections(); server.close(() => resolve()) }))
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, lost }
+}
+
+t.test('the README chunked-upload script, rerun after the balancer lost /upload/complete\'s answer, prints the same code (readme_complete_answer_lost)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: KEY })
+  const balancer = await timingOutBalancer(t, server.url)
+  const dir = dataDir(t)
+  fs.writeFileSync(path.join(dir, 'chunked-upload.sh'), readmeScript('chunked-upload.sh'))
+  const bytes = randomBytes(9 * 1024 * 1024) // two chunks
+  fs.writeFileSync(path.join(dir, 'big.bin'), bytes)
+  const script = () => run('bash', ['chunked-upload.sh', 'big.bin'], { cwd: dir, env: { DROPCODE_URL: balancer.url, DROPCODE_KEY: KEY } })
+
+  const first = await script()
+  t.equal(first.code, 1, 'the lost answer fails the first run')
+  t.equal(first.stdout, '')
+  t.match(first.stderr, /dropcode: \/upload\/complete failed: .*504 Gateway Time-out/)
+  t.ok(fs.existsSync(path.join(dir, 'big.bin.dropcode-session')), 'the session is kept for a rerun')
+  const [answer] = balancer.lost
+  const { code } = JSON.parse(answer!) as { code: string }
+
+  const rerun = await script()
+  t.equal(rerun.code, 0, rerun.stderr)
+  t.equal(rerun.stdout, `${code}\n`, 'the code the lost answer had, alone on stdout')
+  t.equal(rerun.stderr, '', 'nothing sent again')
+  t.equal(balancer.lost.length, 1, 'no second complete')
+  t.notOk(fs.existsSync(path.join(dir, 'big.bin.dropcode-session')), 'the saved session is removed')
+  const got = await fetch(`${server.url}/download/${code}`)
+  t.ok(Buffer.from(await got.arrayBuffer()).equals(bytes), 'the code gives the file')
   t.equal(await stopServer(server), 0)
 })
 

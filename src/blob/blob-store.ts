@@ -14,8 +14,11 @@
 import type { Readable } from 'node:stream'
 
 export interface BlobStore {
-  /** Streams `body` into a new object. Resolves with its length in bytes. */
-  put (key: string, body: Readable, options?: { contentType?: string }): Promise<{ size: number }>
+  /**
+   * Streams `body` into a new object. Resolves with its length in bytes. `maxLength`: an upper
+   * bound of the body's length if known (a request's Content-Length), a hint for memory (S3).
+   */
+  put (key: string, body: Readable, options?: { contentType?: string, maxLength?: number | undefined, ticket?: UploadTicket | undefined }): Promise<{ size: number }>
 
   /** Opens an object for reading, whole or the bytes `range.start`…`range.end` (inclusive). */
   get (key: string, range?: ByteRange): Promise<{ body: Readable, size: number }>
@@ -26,14 +29,26 @@ export interface BlobStore {
   /** Removes an object and everything an unfinished (single or chunked) upload of it left. */
   purge (key: string): Promise<void>
 
-  /** Opens a chunked upload into `key`; the returned handle is kept in the session. */
-  beginChunked (key: string): Promise<string>
+  /**
+   * Opens a chunked upload into `key`; the returned handle is kept in the session. `chunkSize`:
+   * the session's declared chunk size (every chunk but the last holds exactly that many bytes),
+   * which lets a driver store each chunk in place at its offset.
+   */
+  beginChunked (key: string, options?: { chunkSize?: number | undefined }): Promise<string>
 
   /** Stores one chunk of a chunked upload (any order, possibly concurrently, retries allowed). */
   putChunk (key: string, handle: string, chunk: ChunkInput): Promise<ChunkReceipt>
 
   /** Frees a chunk that a retry replaced. */
   discardChunk (key: string, handle: string, receipt: ChunkReceipt): Promise<void>
+
+  /**
+   * Reads a stored chunk back (optional): the bytes its receipt names, while the upload is still
+   * open. The service uses it to fold chunks into the file's running SHA-256 as they arrive
+   * (services/prefix-digest.ts), so completion does not read the whole file. Absent where stored
+   * chunks cannot be read before completion (S3 parts).
+   */
+  readChunk?: (key: string, handle: string, receipt: ChunkReceipt) => Readable
 
   /**
    * Assembles the chunks (receipts in index order) into the object `key`; frees chunk storage.
@@ -47,7 +62,25 @@ export interface BlobStore {
 
   /** Throws when the backend cannot be used (readiness). */
   ping (): Promise<void>
+
+  /**
+   * The memory uploads use on their way to storage, for metrics: bytes held by uploads, bytes
+   * allocated (held or kept for reuse), the bound, and uploads waiting for memory. Absent when
+   * the driver buffers nothing (fs).
+   */
+  uploadMemory?: () => { bytesInUse: number, bytesAllocated: number, bytesMax: number, streamsWaiting: number, uploadsAtGate: number, bytesPromised: number }
+
+  /**
+   * The gate in front of an upload's body (S3, parts.ts): resolves once the upload may start
+   * reading its body, with a ticket to pass to `put` / `putChunk` (its first memory is set aside
+   * for it). Waiters are served in order; one whose `signal` aborts (its client went away) leaves
+   * the queue and the promise rejects. Never refuses. Absent when the driver buffers nothing (fs).
+   */
+  admit?: (maxLength: number | undefined, signal: AbortSignal) => Promise<UploadTicket>
 }
+
+/** An upload admitted by `BlobStore.admit`. `release()` (idempotent) when the upload is over, used or not. */
+export interface UploadTicket { release (): void }
 
 /** A byte range, both ends inclusive (as in HTTP). */
 export interface ByteRange { start: number, end: number }
@@ -61,6 +94,16 @@ export interface ChunkInput {
   /** Chunks in the session. */
   total: number
   body: Readable
+  /** An upper bound of the body's length if known, a hint for memory (S3). */
+  maxLength?: number | undefined
+  /** The upload's ticket from `BlobStore.admit`, if the driver has a gate. */
+  ticket?: UploadTicket | undefined
+  /**
+   * The session's declared chunk size (see `beginChunked`); the service has checked that the
+   * body holds at most that many bytes, and refuses the chunk afterwards unless it held exactly
+   * that many (fewer only for the last).
+   */
+  chunkSize?: number | undefined
   /**
    * The session's storage layout, settled atomically across instances: sets it to `wanted`
    * unless already set and returns the layout in force (`undefined` only reads).

@@ -4,9 +4,13 @@
  * Layout: `{root}/{key[0..2]}/{key}`; the two-character fan-out keeps directories small.
  * A put writes `{key}.part` and renames it into place when the body has ended, so a reader
  * never sees half a file and a crash leaves only a `.part` file, which `purge` removes.
- * Chunked uploads write each chunk to `{key}.chunks/{index}-{nonce}` (a retry writes a new
- * file and the replaced one is discarded); completion concatenates them in index order into
- * `{key}.part`, renames it into place and removes the chunk directory.
+ * Chunked uploads whose chunk size was declared (`chunk_size` at /upload/start) write each chunk
+ * in place, at offset index × chunk size of one file, `{key}.chunks/whole` (a retry overwrites
+ * its own range; the service caps a chunk at the declared size, so no chunk can write into
+ * another's): completion truncates that file to the chunks' total and renames it into place,
+ * copying nothing. Other sessions write each chunk to `{key}.chunks/{index}-{nonce}` (a retry
+ * writes a new file and the replaced one is discarded); completion concatenates them in index
+ * order into `{key}.part`, renames it into place and removes the chunk directory.
  * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
  * reader closes it.
  */
@@ -33,56 +37,88 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
   }
 
   /**
-   * Writes `body` to `temp`, then renames it to `final`; on failure removes `temp`. Rejects
+   * Writes `body` to a file: `temp`, then renamed to `final` (on failure `temp` is removed), or
+   * `at` byte `offset` of an existing file (`inPlace`: nothing to rename or remove). Rejects
    * with the body's own error when the body failed first, with a storage error when the disk
    * did (a full disk must not be blamed on the client).
    */
-  async function writeFile (temp: string, final: string, body: Readable, counter: ByteCounter | Sha256Meter = new ByteCounter()): Promise<number> {
+  async function write (to: { temp: string, final: string } | { inPlace: string, offset: number }, body: Readable, counter: ByteCounter | Sha256Meter = new ByteCounter()): Promise<number> {
     let bodyError: unknown
     let diskError: unknown
     body.once('error', err => { bodyError ??= err })
     let out: fs.WriteStream | undefined
     try {
-      await fsp.mkdir(path.dirname(final), { recursive: true })
-      out = fs.createWriteStream(temp, { flags: 'wx' })
+      if ('temp' in to) await fsp.mkdir(path.dirname(to.final), { recursive: true })
+      out = 'temp' in to ? fs.createWriteStream(to.temp, { flags: 'wx' }) : fs.createWriteStream(to.inPlace, { flags: 'r+', start: to.offset })
       out.once('error', err => { if (err !== bodyError) diskError ??= err })
       await pipeline(body, counter, out)
-      await fsp.rename(temp, final)
+      if ('temp' in to) await fsp.rename(to.temp, to.final)
       return counter.bytes
     } catch (err) {
       // A stream destroyed before its open() finished still creates the file afterwards:
       // wait for it to close, or the removal below could come first and leave the file.
       if (out !== undefined && !out.closed) await once(out, 'close').catch(() => {})
-      await fsp.rm(temp, { force: true }).catch(() => {})
+      if ('temp' in to) await fsp.rm(to.temp, { force: true }).catch(() => {})
       if (diskError !== undefined || isOutOfSpace(err)) throw unavailable(diskError ?? err)
       throw bodyError ?? unavailable(err)
     }
   }
   const chunkDir = (key: string) => `${pathOf(key)}.chunks`
+  /** The file an in-place session's chunks are written into (see the top). */
+  const wholeOf = (key: string) => path.join(chunkDir(key), 'whole')
 
   return {
     async put (key, body) {
       const final = pathOf(key)
-      return { size: await writeFile(`${final}.part`, final, body) }
+      return { size: await write({ temp: `${final}.part`, final }, body) }
     },
 
-    async beginChunked (key) {
-      await fsp.mkdir(chunkDir(key), { recursive: true }).catch(err => { throw unavailable(err) })
+    async beginChunked (key, options) {
+      try {
+        await fsp.mkdir(chunkDir(key), { recursive: true })
+        if (options?.chunkSize !== undefined) await (await fsp.open(wholeOf(key), 'a')).close()
+      } catch (err) {
+        throw unavailable(err)
+      }
       return ''
     },
 
     async putChunk (key, _handle, chunk) {
+      if (chunk.chunkSize !== undefined) {
+        const at = chunk.index * chunk.chunkSize
+        return { size: await write({ inPlace: wholeOf(key), offset: at }, chunk.body), at }
+      }
       const name = `${chunk.index}-${randomBytes(6).toString('hex')}`
       const file = path.join(chunkDir(key), name)
-      return { size: await writeFile(`${file}.part`, file, chunk.body), file: name }
+      return { size: await write({ temp: `${file}.part`, final: file }, chunk.body), file: name }
     },
 
     async discardChunk (key, _handle, receipt) {
+      if (receipt.at !== undefined) return // in place: a retry overwrote its range, or will
       await fsp.rm(path.join(chunkDir(key), String(receipt.file)), { force: true }).catch(err => { throw unavailable(err) })
+    },
+
+    readChunk (key, _handle, receipt) {
+      const { size } = receipt
+      if (receipt.at === undefined) return fs.createReadStream(path.join(chunkDir(key), String(receipt.file)))
+      const at = receipt.at as number
+      return size === 0 ? Readable.from([]) : fs.createReadStream(wholeOf(key), { start: at, end: at + size - 1 })
     },
 
     async completeChunked (key, _handle, receipts) {
       const dir = chunkDir(key)
+      if (receipts.length > 0 && receipts.every(r => r.at !== undefined)) {
+        // In place: a retried last chunk may have left longer bytes past the total.
+        const size = receipts.reduce((n, r) => n + r.size, 0)
+        try {
+          await fsp.truncate(wholeOf(key), size)
+          await fsp.rename(wholeOf(key), pathOf(key))
+        } catch (err) {
+          throw unavailable(err)
+        }
+        await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
+        return { size }
+      }
       async function * concatenated () {
         for (const r of receipts) yield * fs.createReadStream(path.join(dir, String(r.file)))
       }
@@ -91,7 +127,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       // A completer killed midway left its temporary file; the one taking over (the session's
       // completion lease is its alone) starts it afresh.
       await fsp.rm(`${final}.part`, { force: true }).catch(() => {})
-      const size = await writeFile(`${final}.part`, final, Readable.from(concatenated()), meter)
+      const size = await write({ temp: `${final}.part`, final }, Readable.from(concatenated()), meter)
       await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
       return { size, sha256: meter.hex() }
     },

@@ -9,7 +9,7 @@ import type { BlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
 import { createS3BlobStore } from './s3/store.js'
 
-export type { BlobStore, ByteRange, ChunkReceipt } from './blob-store.js'
+export type { BlobStore, ByteRange, ChunkReceipt, UploadTicket } from './blob-store.js'
 export { BlobNotFoundError } from './blob-store.js'
 
 /** Builds an S3 client from the storage settings (also used by tests and benchmarks). */
@@ -29,9 +29,11 @@ export function createS3Client (config: Extract<StorageConfig, { driver: 's3' }>
       // ms a socket may stay idle mid-request (not a whole-request deadline: a part upload or a
       // long download keeps it alive by moving bytes). A stuck endpoint fails the request.
       requestTimeout: 60_000,
-      // Uploads run queueSize parts at once and downloads stream for long; the SDK default of
-      // 50 sockets would queue requests behind a handful of large transfers.
-      httpAgent: { keepAlive: true, maxSockets: 256 }
+      // No cap of our own on sockets to S3: each download holds one for as long as its reader
+      // reads, so any cap (the SDK's default is 50) lets readers that stop reading queue every
+      // other S3 request of the instance, uploads included. The transfer slots (plugins/
+      // overload.ts) and the part memory (blob/s3/parts.ts) bound how many are open.
+      httpAgent: { keepAlive: true, maxSockets: Infinity }
     })
   })
 }

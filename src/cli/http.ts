@@ -8,11 +8,18 @@
  * backoff and jitter, waiting at least what `Retry-After` says; anything else is final. A 409
  * with `Retry-After` names when a lock or lease in the way runs out (perhaps one of a request
  * that died with its instance): waiting for it spends no retry, up to MAX_LEASE_WAIT_MS in all.
+ *
+ * Every answer of the service carries `Dropcode-Version`. One without it came from something
+ * else: a proxy's own page (nginx's 413 for a body over client_max_body_size, a 502 or 504 when
+ * the service is down or slow) or a URL that is no dropcode service. Its status is reported as
+ * that, never as the service's (a proxy's 404 is not "no such code"), with exit 7 (or the usual
+ * retries and exit 6 for 5xx and 429).
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import https from 'node:https'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { CliError, EXIT, exitForStatus } from './exit-codes.js'
 import type { Multipart } from './multipart.js'
 
@@ -27,6 +34,8 @@ const MAX_RETRY_AFTER_MS = 60_000
 const MAX_LEASE_WAIT_MS = 15 * 60_000
 /** Added to a lease's Retry-After, so the retry arrives after it ran out (ms, at most). */
 const LEASE_JITTER_MS = 500
+/** Where an answer that is not the service's is explained. */
+const PROXY_DOCS = 'see the load-balancer docs (docs/load-balancers.md)'
 
 export interface ClientOptions {
   /** Base URL of the service (a path prefix is kept). */
@@ -73,7 +82,7 @@ export class Client {
       const req = mod.request(this.url(path), {
         method,
         agent: this.agent,
-        headers: { 'user-agent': 'dropcode-cli', ...headers, ...(body?.length !== undefined ? { 'content-length': String(body.length) } : {}) }
+        headers: { 'user-agent': `dropcode-cli/${VERSION}`, ...headers, ...(body?.length !== undefined ? { 'content-length': String(body.length) } : {}) }
       })
       let answered = false
       req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`no progress for ${IDLE_TIMEOUT_MS / 1000} s`)))
@@ -106,7 +115,7 @@ export class Client {
           await sleep(delay)
           continue
         }
-        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}`)
+        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}${err.hint}`)
         const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** n) * (1 + Math.random() / 2)
         const delay = Math.max(backoff, err.retryAfterMs ?? 0)
         n++
@@ -125,10 +134,16 @@ export class Client {
     const attempt = async () => {
       const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body())
       const text = (await readAll(res, 1 << 20)).toString('utf8')
-      let body: Record<string, unknown> = {}
+      let body: Record<string, unknown> | undefined
       try { body = JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: an HTML error page or a proxy's answer */ }
-      if (res.statusCode! >= 200 && res.statusCode! < 300) return body as T
-      const err = answerError(res.statusCode!, res.headers, body)
+      if (res.statusCode! >= 200 && res.statusCode! < 300) {
+        // A success without JSON is no answer of the service (a captive portal, a web server
+        // at --url). One with JSON is taken even without the header: a proxy may drop headers.
+        if (body !== null && typeof body === 'object') return body as T
+        if (!fromService(res.headers)) throw new CliError(EXIT.REFUSED, `something that is not a dropcode service answered: ${statusLine(res.statusCode!, res.statusMessage)}, ${res.headers['content-type'] ?? 'no content type'} (no Dropcode-Version header); check --url, ${PROXY_DOCS}`)
+        return {} as T
+      }
+      const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage)
       if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, undefined, EXIT.INTEGRITY)
       throw err
     }
@@ -136,7 +151,7 @@ export class Client {
       try {
         return await attempt()
       } catch (err) {
-        throw err instanceof Retryable ? new CliError(err.exitCode, `${what}: ${err.message}`) : err
+        throw err instanceof Retryable ? new CliError(err.exitCode, `${what}: ${err.message}${err.hint}`) : err
       }
     }
     return await this.retrying(what, attempt)
@@ -149,16 +164,38 @@ export class Client {
 
 /**
  * A failure worth trying again (network, 5xx, 429, 409), with the service's Retry-After;
- * `lease`: a 409 whose Retry-After is when a lock in the way runs out (no retry spent on it).
+ * `lease`: a 409 whose Retry-After is when a lock in the way runs out (no retry spent on it);
+ * `hint`: added to the final message only (not to each retry's note).
  */
 export class Retryable extends Error {
-  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly lease = false) {
+  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly lease = false, readonly hint = '') {
     super(message)
   }
 }
 
-/** The error for a non-2xx answer: Retryable for 5xx, 429 and 409, else a final CliError. */
-export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}): Error {
+/**
+ * Whether an answer is the service's: it says its version, or (through a proxy that drops
+ * headers it does not know) its body is one of the service's JSON errors.
+ */
+export function fromService (headers: IncomingHttpHeaders, body: Record<string, unknown> = {}): boolean {
+  return headers[VERSION_HEADER] !== undefined || (typeof body.code === 'string' && body.code.startsWith('DROPCODE_'))
+}
+
+const statusLine = (status: number, reason: string | undefined) => `${status}${reason !== undefined && reason !== '' ? ` ${reason}` : ''}`
+
+/**
+ * The error for a non-2xx answer: Retryable for 5xx, 429 and 409, else a final CliError. One
+ * that is not the service's is reported as a proxy's, with exit 7 when final.
+ */
+export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}, reason?: string): Error {
+  if (!fromService(headers, body)) {
+    const what = `${statusLine(status, reason)} (no Dropcode-Version header)`
+    // The retry policy is the status's, whoever answered: a 502 or 504 may pass.
+    if (status >= 500 || status === 429 || status === 409) {
+      return new Retryable(`a proxy between you and the service answered ${what}`, retryAfter(headers['retry-after']), status === 409 ? EXIT.REFUSED : EXIT.NETWORK, false, `, ${PROXY_DOCS}`)
+    }
+    return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
+  }
   const code = typeof body.code === 'string' ? body.code : undefined
   const message = `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
   if (status >= 500 || status === 429) return new Retryable(message, retryAfter(headers['retry-after']))

@@ -9,7 +9,7 @@ import { download } from './download.js'
 import { info, remove } from './lookup.js'
 import { CliError, EXIT, type ExitCode } from './exit-codes.js'
 import { Client, describe } from './http.js'
-import { upload } from './upload.js'
+import { MAX_SUGGESTED_PARALLEL, upload } from './upload.js'
 
 const say = (args: { quiet: boolean }, message: string) => { if (!args.quiet) process.stderr.write(`${message}\n`) }
 
@@ -18,7 +18,7 @@ async function run (args: Exclude<Args, { command: 'help' }>): Promise<void> {
     url: args.url,
     key: args.command === 'upload' ? args.key : undefined,
     retries: args.retries,
-    sockets: args.command === 'upload' ? args.parallel : 2,
+    sockets: args.command === 'upload' ? args.parallel ?? MAX_SUGGESTED_PARALLEL : 2,
     onRetry: (what, reason, ms) => say(args, `${what}: ${reason.replace(/\.$/, '')}; retrying in ${(ms / 1000).toFixed(1)} s`)
   })
   try {

@@ -7,7 +7,7 @@ import { cleanFilename } from '../core/filename.js'
 import { isCode } from '../core/ids.js'
 import type { CodeArgs, DownloadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
-import { answerError, readAll, type Client } from './http.js'
+import { answerError, fromService, readAll, type Client } from './http.js'
 
 export interface FileInfo {
   code: string
@@ -39,8 +39,9 @@ export function checkCode (code: string) {
 
 export async function failed (res: IncomingMessage, code: string): Promise<never> {
   await readAll(res, 1 << 16).catch(() => Buffer.alloc(0))
-  if (res.statusCode === 404) throw new CliError(EXIT.NOT_FOUND, `no file with code ${code}: unknown, expired, used up or deleted`)
-  throw answerError(res.statusCode!, res.headers)
+  // A proxy's 404 (a wrong path prefix in --url, say) says nothing about the code.
+  if (res.statusCode === 404 && fromService(res.headers)) throw new CliError(EXIT.NOT_FOUND, `no file with code ${code}: unknown, expired, used up or deleted`)
+  throw answerError(res.statusCode!, res.headers, {}, res.statusMessage)
 }
 
 export async function info (args: CodeArgs | DownloadArgs, client: Client): Promise<FileInfo> {

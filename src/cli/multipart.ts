@@ -10,7 +10,7 @@ import { Readable } from 'node:stream'
 type Part =
   | { kind: 'bytes', data: Buffer }
   | { kind: 'stream', length: number | undefined, open: () => Readable }
-  | { kind: 'late', length: number, value: () => string }
+  | { kind: 'late', length: number, value: () => string | Promise<string> }
 
 const CRLF = '\r\n'
 /** Escapes a name as browsers, curl and the service's parser expect (HTML form encoding). */
@@ -35,8 +35,11 @@ export class Multipart {
     return this
   }
 
-  /** A field after the file whose value (of exactly `length` characters) is read when it is sent. */
-  lateField (name: string, length: number, value: () => string): this {
+  /**
+   * A field after the file whose value (of exactly `length` characters) is asked for when it is
+   * sent: a digest computed while the file part went out.
+   */
+  lateField (name: string, length: number, value: () => string | Promise<string>): this {
     this.bytes(`--${this.boundary}${CRLF}Content-Disposition: form-data; name="${quote(name)}"${CRLF}${CRLF}`)
     this.parts.push({ kind: 'late', length, value })
     this.bytes(CRLF)
@@ -57,7 +60,7 @@ export class Multipart {
       for (const p of parts) {
         if (p.kind === 'bytes') yield p.data
         else if (p.kind === 'late') {
-          const value = Buffer.from(p.value())
+          const value = Buffer.from(await p.value())
           if (value.length !== p.length) throw new Error(`late field of ${value.length} bytes, ${p.length} announced`)
           yield value
         } else {

@@ -78,6 +78,13 @@ export interface Digests {
   chunks: string[] | undefined
 }
 
+/** A pass over a directory's tar for its size alone (total_chunks): nothing hashed. */
+export async function measure (source: Source): Promise<number> {
+  let size = 0
+  for await (const data of readable(source)) size += data.length
+  return size
+}
+
 /** One pass over the input: its size, its SHA-256 and (withChunks) each chunk's, in constant memory. */
 export async function digest (source: Source, chunkSize: number, withChunks: boolean): Promise<Digests> {
   const whole = createHash('sha256')
@@ -111,13 +118,13 @@ export async function digest (source: Source, chunkSize: number, withChunks: boo
  * or cut from one sequential pass over a directory's tar. The consumer pulls one at a time, so
  * memory is bounded by the chunks it holds.
  */
-export async function * readChunks (source: Source, chunkSize: number, size: number, wanted: number[]): AsyncGenerator<{ index: number, data: Buffer }> {
+export async function * readChunks (source: Source, chunkSize: number, size: number, wanted: number[], alloc: (length: number) => Buffer = n => Buffer.allocUnsafe(n)): AsyncGenerator<{ index: number, data: Buffer }> {
   const lengthOf = (i: number) => Math.min(chunkSize, size - i * chunkSize)
   if (source.kind === 'file') {
     const fh = await fs.open(source.path)
     try {
       for (const index of wanted) {
-        const data = Buffer.allocUnsafe(lengthOf(index))
+        const data = alloc(lengthOf(index))
         let got = 0
         while (got < data.length) {
           const { bytesRead } = await fh.read(data, got, data.length - got, index * chunkSize + got)
@@ -134,7 +141,7 @@ export async function * readChunks (source: Source, chunkSize: number, size: num
   const want = new Set(wanted)
   let index = 0
   let length = lengthOf(0)
-  let buf = want.has(0) ? Buffer.allocUnsafe(length) : undefined
+  let buf = want.has(0) ? alloc(length) : undefined
   let fill = 0
   for await (const data of readable(source)) {
     let at = 0
@@ -148,7 +155,7 @@ export async function * readChunks (source: Source, chunkSize: number, size: num
         if (buf !== undefined) yield { index, data: buf }
         index++
         length = index * chunkSize < size ? lengthOf(index) : 0
-        buf = want.has(index) ? Buffer.allocUnsafe(length) : undefined
+        buf = want.has(index) ? alloc(length) : undefined
         fill = 0
       }
     }

@@ -1,24 +1,36 @@
 /**
  * `dropcode upload`: one request for what fits in a chunk, else a chunked session with
- * `--parallel` chunks in flight. Every byte is covered by a digest the service checks: the
- * file's `sha256` (on /upload after the file part; at /upload/start for a session, so the input
- * is read once to hash it and once to send it) and each chunk's `chunk_sha256`.
+ * `--parallel` chunks in flight (by default the number the service suggests in /limits).
+ * Every byte is covered by a digest the service checks: the file's `sha256` (on /upload after
+ * the file part; at /upload/complete for a session) and each chunk's `chunk_sha256` (after the
+ * chunk's bytes).
+ *
+ * One read of the input: a fresh session declares `chunk_size` (the embedded store writes each
+ * chunk in place and completion copies nothing), reads the chunks in index order, and hashes
+ * them in a worker (hasher.ts) while they are sent, each on its own and into the whole file's
+ * digest, which goes with /upload/complete. A directory's tar is generated once more before
+ * that, only to count its bytes (total_chunks is declared at start).
  *
  * Resuming: a session's id is kept in a state file (state.ts) named by the server URL, the
- * input's absolute path, its size and mtime (a directory: its tar's size and SHA-256) and the
- * chunk size; a rerun asks /upload/verify and sends only the chunks that are missing or whose
- * SHA-256 differs. Standard input cannot be read twice, so it is one streaming /upload, not
- * resumable and not retried once its bytes started to flow.
+ * input's absolute path, its size and mtime (a directory: its path; the saved tar size must
+ * match) and the chunk size; a rerun hashes the input first (each chunk's SHA-256, the one pass
+ * that precedes sending, and only when resuming), asks /upload/verify and sends only the chunks
+ * that are missing or whose SHA-256 differs. Standard input cannot be read twice, so it is one
+ * streaming /upload, not resumable and not retried once its bytes started to flow.
  */
 import { createHash } from 'node:crypto'
-import { Transform } from 'node:stream'
+import { Readable, Transform } from 'node:stream'
 import type { UploadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
+import { Hasher, sharedBuffer } from './hasher.js'
 import type { Client } from './http.js'
 import { Multipart } from './multipart.js'
 import { progress as makeProgress, type Progress } from './progress.js'
-import { digest, openSource, readChunks, type Digests, type Source } from './source.js'
+import { digest, measure, openSource, readChunks, type Digests, type Source } from './source.js'
 import { StateFile, stateWarning } from './state.js'
+
+/** The most chunks in flight a service's hint can ask for (and the sockets kept for them). */
+export const MAX_SUGGESTED_PARALLEL = 8
 
 export interface UploadResult {
   code: string
@@ -32,7 +44,8 @@ export interface UploadResult {
 
 interface UploadState {
   uploadId: string
-  sha256: string
+  /** The input's SHA-256 when it was known at start (a resumed session's; older CLIs: always). */
+  sha256?: string | undefined
   size: number
   chunkSize: number
   maxDownloads: number | undefined
@@ -41,31 +54,31 @@ interface UploadState {
 
 interface Answer { code: string, size: number, sha256: string }
 
+/** Progress is counted per slice of a chunk handed to the socket, so the bar moves smoothly. */
+const SLICE = 1024 * 1024
+
 export async function upload (args: UploadArgs, client: Client): Promise<UploadResult> {
   const source = await openSource(args.path, args.name)
   let answer: Answer
-  let digests: Digests | undefined
-  if (source.kind === 'stdin') {
-    answer = await single(args, client, source, undefined)
-  } else if (source.kind === 'file' && source.size! <= args.chunkSize) {
-    answer = await single(args, client, source, undefined)
+  if (source.kind === 'stdin' || (source.kind === 'file' && source.size! <= args.chunkSize)) {
+    answer = await single(args, client, source, source.size, undefined)
   } else {
-    // A directory's size is known only now; chunk digests are needed only to resume a session.
-    digests = await digest(source, args.chunkSize, await uploadState(args, client, source).read() !== undefined)
-    answer = digests.size <= args.chunkSize
-      ? await single(args, client, source, digests)
-      : await chunked(args, client, source, digests)
-  }
-  if (digests !== undefined && answer.sha256 !== digests.sha256) {
-    throw new CliError(EXIT.INTEGRITY, `the service stored SHA-256 ${answer.sha256}, the input has ${digests.sha256}`)
+    const state = uploadState(args, client, source)
+    const saved = await state.read()
+    // Only a resume needs the chunks' digests before sending (to compare them with verify's).
+    const known = saved !== undefined ? await digest(source, args.chunkSize, true) : undefined
+    const size = known?.size ?? source.size ?? await measure(source)
+    answer = size <= args.chunkSize
+      ? await single(args, client, source, size, known?.sha256)
+      : await chunked(args, client, source, state, saved, size, known)
   }
   const expiryHours = args.expiryHours ?? 24
   return { code: answer.code, size: answer.size, sha256: answer.sha256, name: source.name, expiry_hours: expiryHours, expires_at: new Date(Date.now() + expiryHours * 3_600_000).toISOString() }
 }
 
-/** POST /upload, the file streamed with its SHA-256 sent after it (or before, when known). */
-async function single (args: UploadArgs, client: Client, source: Source, known: Digests | undefined): Promise<Answer> {
-  const progress = makeProgress('upload', known?.size ?? source.size, args)
+/** POST /upload, the input streamed with its SHA-256 sent after it (or before, when known). */
+async function single (args: UploadArgs, client: Client, source: Source, size: number | undefined, known: string | undefined): Promise<Answer> {
+  const progress = makeProgress('upload', size, args)
   let hash = createHash('sha256')
   let sent = 0
   const open = () => {
@@ -85,21 +98,21 @@ async function single (args: UploadArgs, client: Client, source: Source, known: 
     return input.pipe(meter)
   }
   const form = new Multipart().field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours)
-  if (known !== undefined) form.field('sha256', known.sha256)
-  form.file('file', source.name, { length: known?.size ?? source.size, open })
-  let actual = ''
+  if (known !== undefined) form.field('sha256', known)
+  form.file('file', source.name, { length: size, open })
+  let actual = known ?? ''
   if (known === undefined) form.lateField('sha256', 64, () => { actual = hash.digest('hex'); return actual })
   const stdin = source.kind === 'stdin'
   const answer = await client.json<Answer>('upload', 'POST', '/upload', form, { retry: !stdin, digestRetry: !stdin })
   progress.done()
-  if (known === undefined && answer.sha256 !== actual) throw new CliError(EXIT.INTEGRITY, `the service stored SHA-256 ${answer.sha256}, ${actual} was sent`)
+  if (answer.sha256 !== actual) throw new CliError(EXIT.INTEGRITY, `the service stored SHA-256 ${answer.sha256}, ${actual} was sent`)
   return answer
 }
 
 /**
  * What makes a rerun "the same upload": server, input path, a file's size and mtime, the chunk
- * size. (A directory's tar size is known only after the hashing pass; the saved state's size
- * and SHA-256 are compared with it before the session is reused.)
+ * size. (A directory's tar size is known only after a pass over it; the saved state's size is
+ * compared with it before the session is reused.)
  */
 function stateIdentity (client: Client, source: Source, chunkSize: number): unknown[] {
   return [client.base.href, source.kind, source.path, source.kind === 'file' ? source.size : 'dir', source.kind === 'file' ? source.mtimeMs : 0, chunkSize]
@@ -109,21 +122,24 @@ function stateIdentity (client: Client, source: Source, chunkSize: number): unkn
 const uploadState = (args: UploadArgs, client: Client, source: Source) =>
   new StateFile<UploadState>('upload', stateIdentity(client, source, args.chunkSize), { key: args.key, warn: stateWarning(args) })
 
-async function chunked (args: UploadArgs, client: Client, source: Source, digests: Digests): Promise<Answer> {
-  const { size } = digests
+/**
+ * A chunked session: `known` (the input's digests, from the pass a resume makes) lets a saved
+ * session be continued; without it a new session starts and the chunks are hashed as they go.
+ */
+async function chunked (args: UploadArgs, client: Client, source: Source, state: StateFile<UploadState>, saved: UploadState | undefined, size: number, known: Digests | undefined): Promise<Answer> {
   const total = Math.ceil(size / args.chunkSize)
-  const state = uploadState(args, client, source)
-  const wanted = { sha256: digests.sha256, size, chunkSize: args.chunkSize, maxDownloads: args.maxDownloads, expiryHours: args.expiryHours }
+  const wanted = { size, chunkSize: args.chunkSize, maxDownloads: args.maxDownloads, expiryHours: args.expiryHours }
   const progress = makeProgress('upload', size, args)
 
   let uploadId: string | undefined
   let missing: number[] = []
-  const saved = await state.read()
-  if (saved !== undefined && JSON.stringify({ ...saved, uploadId: undefined }) === JSON.stringify({ ...wanted, uploadId: undefined })) {
-    const resumed = await resume(client, saved.uploadId, digests.chunks ?? [])
+  const same = saved !== undefined && known !== undefined && saved.size === size && saved.chunkSize === args.chunkSize &&
+    saved.maxDownloads === args.maxDownloads && saved.expiryHours === args.expiryHours && (saved.sha256 === undefined || saved.sha256 === known.sha256)
+  if (same) {
+    const resumed = await resume(client, saved.uploadId, known.chunks ?? [])
     if (resumed !== undefined && 'code' in resumed) {
       await state.remove()
-      return resumed
+      return checked(resumed, known.sha256)
     }
     if (resumed !== undefined) {
       uploadId = saved.uploadId
@@ -133,20 +149,22 @@ async function chunked (args: UploadArgs, client: Client, source: Source, digest
     }
   }
   if (uploadId === undefined) {
-    const form = new Multipart().field('filename', source.name).field('total_chunks', total)
-      .field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours).field('sha256', digests.sha256)
+    const form = new Multipart().field('filename', source.name).field('total_chunks', total).field('chunk_size', args.chunkSize)
+      .field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours).field('sha256', known?.sha256)
     uploadId = (await client.json<{ upload_id: string }>('upload start', 'POST', '/upload/start', form)).upload_id
-    await state.write({ uploadId, ...wanted })
+    await state.write({ uploadId, ...wanted, ...(known !== undefined ? { sha256: known.sha256 } : {}) })
     missing = Array.from({ length: total }, (_, i) => i)
   }
 
-  await sendChunks(args, client, source, digests, uploadId, missing, progress)
-  const form = new Multipart().field('upload_id', uploadId)
+  const sha256 = await sendChunks(args, client, source, size, known, uploadId, missing, progress)
+  // sha256 at complete: checked before anything is published (a service that predates it
+  // ignores it; the answer's sha256 is compared below either way).
+  const form = new Multipart().field('upload_id', uploadId).field('sha256', sha256)
   try {
     const answer = await client.json<Answer>('upload complete', 'POST', '/upload/complete', form)
     progress.done()
     await state.remove()
-    return answer
+    return checked(answer, sha256)
   } catch (err) {
     // A digest mismatch closes the session; a vanished session cannot be completed either.
     if (err instanceof CliError && (err.exitCode === EXIT.INTEGRITY || err.exitCode === EXIT.NOT_FOUND)) await state.remove()
@@ -154,15 +172,23 @@ async function chunked (args: UploadArgs, client: Client, source: Source, digest
   }
 }
 
+function checked (answer: Answer, sha256: string): Answer {
+  if (answer.sha256 !== sha256) throw new CliError(EXIT.INTEGRITY, `the service stored SHA-256 ${answer.sha256}, the input has ${sha256}`)
+  return answer
+}
+
 /**
  * What is left of a saved session: the chunks to send (missing, or stored with another
- * SHA-256), its answer if it was completed already (a repeated complete answers the same code),
- * or undefined when it is gone.
+ * SHA-256), or its answer if it was completed already (the complete's answer was lost or the CLI
+ * died before printing it: verify answers `completed` with the code; a service that predates
+ * that answers 404, and then a repeated complete answers the same code), or undefined when it
+ * is gone.
  */
 async function resume (client: Client, uploadId: string, chunks: string[]): Promise<{ missing: number[] } | Answer | undefined> {
   const form = new Multipart().field('upload_id', uploadId)
   try {
-    const v = await client.json<{ missing_chunks: number[], chunks: Array<{ index: number, sha256: string }> }>('upload verify', 'POST', '/upload/verify', form)
+    const v = await client.json<{ chunks: Array<{ index: number, sha256: string }>, completed?: boolean } & Partial<Answer>>('upload verify', 'POST', '/upload/verify', form)
+    if (v.completed === true && v.code !== undefined) return { code: v.code, size: v.size!, sha256: v.sha256! }
     const stored = new Map(v.chunks.map(c => [c.index, c.sha256]))
     return { missing: chunks.map((sha, i) => stored.get(i) === sha ? -1 : i).filter(i => i >= 0) }
   } catch (err) {
@@ -176,20 +202,81 @@ async function resume (client: Client, uploadId: string, chunks: string[]): Prom
   }
 }
 
-/** Sends `missing` with at most `--parallel` requests (and chunk buffers) at once. */
-async function sendChunks (args: UploadArgs, client: Client, source: Source, digests: Digests, uploadId: string, missing: number[], progress: Progress) {
+/**
+ * Sends `missing` with at most `--parallel` requests (and chunk buffers) at once; resolves with
+ * the input's SHA-256: `known`'s, or (every chunk sent, in order) hashed as they were read.
+ */
+async function sendChunks (args: UploadArgs, client: Client, source: Source, size: number, known: Digests | undefined, uploadId: string, missing: number[], progress: Progress): Promise<string> {
+  const parallel = args.parallel ?? await suggestedParallel(client)
+  const hasher = known === undefined ? new Hasher() : undefined
   const running = new Set<Promise<void>>()
   let failure: unknown
-  for await (const { index, data } of readChunks(source, args.chunkSize, digests.size, missing)) {
-    if (failure !== undefined) break
-    const form = new Multipart().field('upload_id', uploadId).field('chunk_index', index)
-      .field('chunk_sha256', digests.chunks?.[index] ?? createHash('sha256').update(data).digest('hex')).file('chunk', source.name, data)
-    const p: Promise<void> = client.json(`chunk ${index}`, 'POST', '/upload/chunk', form, { digestRetry: true })
-      .then(() => progress.add(data.length), (err: unknown) => { failure ??= err })
-      .finally(() => running.delete(p))
-    running.add(p)
-    if (running.size >= args.parallel) await Promise.race(running)
+  // Chunk buffers are reused once their request and their hash are done: a fresh 8 MiB buffer per
+  // chunk cost a page fault per 4 KiB (a third of the CLI's system time in a 1 GiB upload).
+  const free: Buffer[] = []
+  const alloc = (length: number) => (free.pop() ?? (hasher !== undefined ? sharedBuffer(args.chunkSize) : Buffer.allocUnsafeSlow(args.chunkSize))).subarray(0, length)
+  const reuse = (data: Buffer) => { free.push(Buffer.from(data.buffer, data.byteOffset, args.chunkSize)) }
+  try {
+    for await (const { index, data } of readChunks(source, args.chunkSize, size, missing, alloc)) {
+      if (failure !== undefined) break
+      const form = new Multipart().field('upload_id', uploadId).field('chunk_index', index)
+      const sha = known?.chunks?.[index]
+      if (sha !== undefined) form.field('chunk_sha256', sha)
+      form.file('chunk', source.name, metered(data, progress))
+      let hashed: Promise<string> | undefined
+      if (sha === undefined) {
+        hashed = hasher?.chunk(data) ?? Promise.resolve(createHash('sha256').update(data).digest('hex'))
+        hashed.catch(() => {}) // awaited when the field is sent
+        form.lateField('chunk_sha256', 64, () => hashed!)
+      }
+      const sent = client.json(`chunk ${index}`, 'POST', '/upload/chunk', form, { digestRetry: true })
+      const p: Promise<void> = sent
+        .then(() => {}, (err: unknown) => { failure ??= err })
+        .finally(() => running.delete(p))
+      // The worker may still read the buffer after a request failed early.
+      Promise.allSettled([sent, hashed]).then(() => reuse(data), () => {})
+      running.add(p)
+      if (running.size >= parallel) await Promise.race(running)
+    }
+    await Promise.all(running)
+    if (failure !== undefined) throw failure
+    return known?.sha256 ?? await hasher!.finish()
+  } finally {
+    hasher?.close()
   }
-  await Promise.all(running)
-  if (failure !== undefined) throw failure
+}
+
+/**
+ * Chunks in flight when `--parallel` was not given: the service's `chunks_in_flight` (GET
+ * /limits: 1 on its filesystem storage, where only a chunk that arrives right after the ones
+ * before it is hashed as it streams; 4 on S3), or 4 from a service that does not say (or a
+ * proxy's answer, or any failure: the hint is not worth a retry).
+ */
+async function suggestedParallel (client: Client): Promise<number> {
+  try {
+    const hint = (await client.json<{ chunks_in_flight?: unknown }>('limits', 'GET', '/limits', undefined, { retry: false })).chunks_in_flight
+    if (typeof hint === 'number' && Number.isInteger(hint) && hint >= 1) return Math.min(hint, MAX_SUGGESTED_PARALLEL)
+  } catch { /* the default */ }
+  return 4
+}
+
+/** A chunk as a request body that counts its bytes into the progress as they go out. */
+function metered (data: Buffer, progress: Progress): { length: number, open: () => Readable } {
+  let sent = 0
+  async function * slices () {
+    for (let at = 0; at < data.length; at += SLICE) {
+      const slice = data.subarray(at, at + SLICE)
+      sent += slice.length
+      progress.add(slice.length)
+      yield slice
+    }
+  }
+  return {
+    length: data.length,
+    open: () => {
+      progress.add(-sent) // a retry sends it again
+      sent = 0
+      return Readable.from(slices())
+    }
+  }
 }

@@ -20,6 +20,7 @@ export const ERROR_CATALOGUE = {
   DROPCODE_FILE_TOO_LARGE: { status: 413, message: 'The file is larger than this service accepts.' },
   DROPCODE_CHUNK_TOO_LARGE: { status: 413, message: 'The chunk is larger than this service accepts.' },
   DROPCODE_CHUNK_TOO_SMALL: { status: 400, message: 'Every chunk but the last must be at least 5 MiB in this session, since its earlier chunks were.' },
+  DROPCODE_CHUNK_SIZE_MISMATCH: { status: 400, message: 'The chunk\'s size differs from the chunk_size declared at /upload/start (every chunk but the last must hold exactly that many bytes); it was not stored.' },
   DROPCODE_DIGEST_MISMATCH: { status: 400, message: 'The SHA-256 of what arrived differs from the one declared; nothing was stored.' },
   DROPCODE_RANGE_NOT_SATISFIABLE: { status: 416, message: 'The requested range is outside the file.' },
   DROPCODE_CHUNKS_MISSING: { status: 400, message: 'Chunks are still missing; send them and complete again.' },
@@ -60,6 +61,21 @@ export class DropcodeError extends Error {
 }
 
 export const isDropcodeError = (err: unknown): err is DropcodeError => err instanceof DropcodeError
+
+/**
+ * The error `make` builds, without a stack trace: for expected refusals that come by the
+ * thousand (a guessed code's 404), where capturing the stack was the largest cost of the error
+ * (issue 21). Such errors are logged by code and reason, never with a stack.
+ */
+export function withoutStack<T extends Error> (make: () => T): T {
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return make()
+  } finally {
+    Error.stackTraceLimit = limit
+  }
+}
 
 /** True for "no space left" (ENOSPC) and "quota exceeded" (EDQUOT), by name or errno. */
 export function isOutOfSpace (err: unknown): boolean {

@@ -34,6 +34,13 @@ export interface FileRecord {
 /** Why a code does not lead to a live file. */
 export type Unavailable = 'unknown' | 'expired' | 'exhausted'
 
+/**
+ * How a request ended (its log line, the request histogram): its response was delivered; the
+ * client went away first; or the server cut the connection (stall or minimum-rate cut,
+ * shutdown, a response stream that failed).
+ */
+export type RequestEnd = 'complete' | 'client' | 'server'
+
 export type Lookup =
   | { ok: true, file: FileRecord }
   | { ok: false, reason: Unavailable }
@@ -65,6 +72,12 @@ export interface UploadSession {
   keyId?: string
   /** How chunks are laid out in storage, settled by the first chunk that decides it (BlobStore-specific). */
   layout?: string
+  /**
+   * The chunk size the client declared at /upload/start (`chunk_size`): every chunk but the last
+   * holds exactly this many bytes, the last at most as many. Lets a driver write each chunk in
+   * place, at its offset (fs), so completion copies nothing. Absent: chunks of any size.
+   */
+  chunkSize?: number
 }
 
 /** What the state keeps of a received chunk. */

@@ -12,29 +12,31 @@ export class ByteCounter extends Transform {
   }
 }
 
-/** A pass-through that counts and hashes (SHA-256) what flows through it. */
+type TooLargeCode = 'DROPCODE_FILE_TOO_LARGE' | 'DROPCODE_CHUNK_TOO_LARGE'
+const tooLarge = (code: TooLargeCode, max: number) =>
+  new DropcodeError(code, `${code === 'DROPCODE_FILE_TOO_LARGE' ? 'The file' : 'The chunk'} is larger than the limit of ${max} bytes.`)
+
+/**
+ * A pass-through that counts and hashes (SHA-256) what flows through it; with `limit`, it also
+ * fails (413) as soon as more than `limit.max` bytes pass. One stage, not a size limit and a
+ * meter: every stage of a request body's pipeline holds a chunk or two (up to 64 KiB each)
+ * while the upload waits for storage, and thousands of uploads may wait at once.
+ */
 export class Sha256Meter extends Transform {
   bytes = 0
   private readonly hash: Hash = createHash('sha256')
+  /** `also`: called with every buffer that passes (after the limit's check), e.g. a second hash. */
+  constructor (private readonly limit?: { max: number, code: TooLargeCode }, private readonly also?: (data: Buffer) => void) { super() }
   override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
     this.bytes += chunk.length
+    if (this.limit !== undefined && this.bytes > this.limit.max) { done(tooLarge(this.limit.code, this.limit.max)); return }
     this.hash.update(chunk)
+    this.also?.(chunk)
     done(null, chunk)
   }
 
   /** The digest, hex; call once, after the stream ended. */
   hex (): string {
     return this.hash.digest('hex')
-  }
-}
-
-/** Fails the stream (413) as soon as more than `max` bytes pass. */
-export class SizeLimit extends Transform {
-  private seen = 0
-  constructor (private readonly max: number, private readonly code: 'DROPCODE_FILE_TOO_LARGE' | 'DROPCODE_CHUNK_TOO_LARGE' = 'DROPCODE_FILE_TOO_LARGE') { super() }
-  override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
-    this.seen += chunk.length
-    if (this.seen > this.max) done(new DropcodeError(this.code, `${this.code === 'DROPCODE_FILE_TOO_LARGE' ? 'The file' : 'The chunk'} is larger than the limit of ${this.max} bytes.`))
-    else done(null, chunk)
   }
 }

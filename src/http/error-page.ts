@@ -14,8 +14,27 @@ const TITLES: Record<number, string> = {
   503: 'Temporarily unavailable'
 }
 
-/** Renders the page; `message` is escaped, and nothing from the request is ever passed in. */
+/** Pages rendered so far, by status and message (4xx only: a 5xx page names its request id). */
+const rendered = new Map<string, string>()
+/** Distinct 4xx pages kept: the catalogue's messages, and 429's with each Retry-After. */
+const MAX_RENDERED = 128
+
+/**
+ * The page; `message` is escaped, and nothing from the request is ever passed in. A 4xx page is
+ * rendered once and then reused: a guessed code's 404 is the same page every time (issue 21).
+ */
 export function errorPage (status: number, message: string): string {
+  if (status >= 500) return render(status, message)
+  const key = `${status} ${message}`
+  let page = rendered.get(key)
+  if (page === undefined) {
+    page = render(status, message)
+    if (rendered.size < MAX_RENDERED) rendered.set(key, page)
+  }
+  return page
+}
+
+function render (status: number, message: string): string {
   const title = TITLES[status] ?? 'Something went wrong'
   return `<!doctype html>
 <html lang="en">

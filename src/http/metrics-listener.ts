@@ -14,6 +14,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Registry } from 'prom-client'
+import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { listenError } from './listen-error.js'
 
 export interface MetricsListener {
@@ -64,6 +65,6 @@ export async function startMetricsListener (registry: Registry, where: { host: s
 }
 
 function answer (res: http.ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff', ...headers, 'content-length': Buffer.byteLength(body) })
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff', [VERSION_HEADER]: VERSION, ...headers, 'content-length': Buffer.byteLength(body) })
   res.end(res.req.method === 'HEAD' ? undefined : body)
 }

@@ -8,7 +8,8 @@
  * (truncated body, bad boundary, count limits) are mapped to the error catalogue here.
  */
 import type { Readable } from 'node:stream'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { BlobStore, UploadTicket } from '../blob/index.js'
 import type { Static, TObject } from 'typebox'
 import { DropcodeError, isDropcodeError } from '../core/errors.js'
 import { parseFields } from './form-fields.js'
@@ -38,6 +39,37 @@ const LIMIT_CODES = new Set(['FST_PARTS_LIMIT', 'FST_FILES_LIMIT', 'FST_FIELDS_L
  * arrived cut and untold (its `fieldnameTruncated` is always false) and was accepted.
  */
 export const FIELD_NAME_BYTES = 100
+
+/** The request's declared Content-Length: an upper bound of a file part's length (undefined when absent). */
+export function declaredLength (req: FastifyRequest): number | undefined {
+  const n = Number(req.headers['content-length'])
+  return Number.isSafeInteger(n) && n >= 0 && req.headers['transfer-encoding'] === undefined ? n : undefined
+}
+
+/**
+ * Waits at the storage's gate (`BlobStore.admit`, S3: parts.ts) before anything reads the body,
+ * so a waiting upload holds one socket read and TCP slows its client. Leaves the queue when the
+ * client goes (the request or its response closes): rejects then. Resolves with the ticket to
+ * pass to the store (undefined when the store has no gate); `release()` it once the body is read.
+ * Node sees a client go only while it reads its socket: one that sent a full read before going
+ * is noticed when the stall guard cuts the connection or when it is admitted (its body fails).
+ * A waiting request's unread bytes are buffered, which the stall guard counts as the server being
+ * behind, not the client.
+ */
+export async function admitBody (req: FastifyRequest, reply: FastifyReply, blobs: BlobStore): Promise<UploadTicket | undefined> {
+  if (blobs.admit === undefined) return undefined
+  const gone = new AbortController()
+  const leave = () => gone.abort(new DropcodeError('DROPCODE_MALFORMED_MULTIPART', 'The client closed the request while it waited for upload memory.'))
+  if (req.raw.destroyed || reply.raw.destroyed) leave()
+  req.raw.once('close', leave)
+  reply.raw.once('close', leave)
+  try {
+    return await blobs.admit(declaredLength(req), gone.signal)
+  } finally {
+    req.raw.off('close', leave)
+    reply.raw.off('close', leave)
+  }
+}
 
 /** Maps an error thrown by the multipart parser to the catalogue. */
 function parserError (err: unknown): DropcodeError {

@@ -38,3 +38,11 @@ export const PAGE_HEADERS = {
   'cross-origin-opener-policy': 'same-origin',
   'cross-origin-resource-policy': 'same-origin'
 } as const
+
+/** All the security headers of the download error page (plugins/error-handler.ts), built once. */
+export const ERROR_PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'content-security-policy': ERROR_PAGE_CSP,
+  'cache-control': 'no-store',
+  ...PAGE_HEADERS
+} as const

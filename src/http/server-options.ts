@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import proxyAddr from '@fastify/proxy-addr'
-import type { Server } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
 import { LogController, type FastifyBaseLogger, type FastifyHttpOptions } from 'fastify'
 import type { Config } from '../config.js'
 import { loggerOptions, type LogDestination } from '../logging.js'
@@ -32,6 +32,15 @@ export function serverOptions (config: Config, logs: LogDestination, overrides: 
       return randomUUID()
     },
     trustProxy,
+    // Every line a request logs (its request line, "file uploaded", a warning) names the client,
+    // as TRUST_PROXY resolves it, read when the request starts: a cut request's lines are
+    // written after its connection closed, when the socket no longer knows the address.
+    // `bindings` is built by fastify for this call alone, so it takes the address itself: a copy
+    // made by spreading it cost 3 µs a request, six times the child logger (issue 21).
+    childLoggerFactory: (logger, bindings, opts, rawReq) => {
+      bindings.ip = proxyAddr(rawReq as IncomingMessage, trustProxy)
+      return logger.child(bindings, opts)
+    },
     // One line per request, written by plugins/observability.ts.
     logController: new LogController({ disableRequestLogging: true }),
     // JSON bodies are never accepted; keep the non-multipart limit small.

@@ -8,7 +8,8 @@
  * onRequest hook, registered before the key check and the rate limits: a browser sends no
  * X-Client-Key on a preflight, so it must never meet them. No credentials (cookies) are
  * involved; the key travels as a header, which is why X-Client-Key is an allowed request header.
- * The headers a client needs to verify and resume a download are exposed to scripts.
+ * The headers a client needs to verify and resume a download, and to tell the service's
+ * answers from a proxy's (Dropcode-Version), are exposed to scripts.
  */
 import cors from '@fastify/cors'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
@@ -25,7 +26,7 @@ export default fp(async function corsPlugin (app: FastifyInstance, opts: { origi
     origin,
     methods: ['GET', 'HEAD', 'POST', 'DELETE'],
     allowedHeaders: ['X-Client-Key', 'Content-Type', 'Range', 'If-Range', 'X-Request-Id'],
-    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id'],
+    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id', 'Dropcode-Version'],
     maxAge: 600, // s a browser may reuse a preflight answer
     credentials: false
   }

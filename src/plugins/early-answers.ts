@@ -27,10 +27,10 @@ declare module 'fastify' {
 export default fp(async function earlyAnswers (app: FastifyInstance) {
   // With a listener, Node leaves the expectation to us; the request goes through fastify as usual.
   app.server.on('checkContinue', (req, res) => { app.server.emit('request', req, res) })
-  app.addHook('preParsing', async (req, reply, payload) => {
+  app.addHook('preParsing', (req, reply, payload, done) => {
     const expect = req.headers.expect
     if (typeof expect === 'string' && expect.toLowerCase() === '100-continue' && !reply.raw.headersSent) reply.raw.writeContinue()
-    return payload
+    done(null, payload)
   })
 
   app.decorate('sizeGuard', (bytes: number, code: 'DROPCODE_FILE_TOO_LARGE' | 'DROPCODE_CHUNK_TOO_LARGE'): onRequestAsyncHookHandler =>

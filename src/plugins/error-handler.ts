@@ -6,9 +6,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { DropcodeError, isDropcodeError } from '../core/errors.js'
+import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { errorPage } from '../http/error-page.js'
 import { lingerAfterEarlyAnswer, type LingerBounds } from '../http/linger.js'
-import { ERROR_PAGE_CSP, PAGE_HEADERS } from '../http/page-security.js'
+import { ERROR_PAGE_HEADERS } from '../http/page-security.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -46,9 +47,7 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   }
   if (html) {
     const message = status >= 500 ? `${err.message} (request id ${req.id})` : err.message
-    return reply.code(status).type('text/html; charset=utf-8')
-      .headers({ 'content-security-policy': ERROR_PAGE_CSP, 'cache-control': 'no-store', ...PAGE_HEADERS })
-      .send(errorPage(status, message))
+    return reply.code(status).headers(ERROR_PAGE_HEADERS).send(errorPage(status, message))
   }
   // A catalogue error that says when to retry says it in the header too.
   if (typeof err.details?.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after))
@@ -60,6 +59,25 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   })
 }
 
+/**
+ * What the error handler does with anything thrown: count a backend failure, log it, answer it.
+ * A route may call it itself for the error it expects by the thousand (a download's unknown
+ * code): thrown, such a 404 also went through fastify's error path, several µs of each (issue 21).
+ * @param html the route's `htmlErrors`, when the route says it (fastify builds a new
+ *   `req.routeOptions` object at each read)
+ */
+export function answerError (raw: unknown, req: FastifyRequest, reply: FastifyReply, html?: boolean) {
+  const err = toDropcodeError(raw)
+  // Optional: an error while the app is still being built comes before the metrics exist.
+  const metrics = req.server.metrics as FastifyInstance['metrics'] | undefined
+  if (err.code === 'DROPCODE_STATE_UNAVAILABLE') metrics?.backendError('state')
+  if (err.code === 'DROPCODE_STORAGE_UNAVAILABLE') metrics?.backendError('storage')
+  // A planned 5xx (load shedding: plugins/overload.ts) is no failure: no stack, not at error.
+  if (err.statusCode >= 500 && req.plannedLogLevel === null) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed')
+  else req.log[req.plannedLogLevel ?? 'info']({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
+  return sendError(err, req, reply, html)
+}
+
 /** The download error page for a path no route could take. */
 const downloadNotFound = (req: FastifyRequest, reply: FastifyReply) =>
   sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, true)
@@ -69,6 +87,10 @@ const downloadNotFound = (req: FastifyRequest, reply: FastifyReply) =>
  * parameter). A bad code in a download or delete path is just an unknown code: 404.
  */
 export function frameworkError (raw: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  // No hooks run on this path: set the version header (plugins/version-header.ts) and start
+  // the request's log line here.
+  reply.header(VERSION_HEADER, VERSION)
+  req.server.trackRequest(req, reply)
   const path = req.raw.url ?? ''
   if (path.startsWith('/download/')) return downloadNotFound(req, reply)
   if (path.startsWith('/delete/')) return sendError(new DropcodeError('DROPCODE_FILE_NOT_FOUND'), req, reply, false)
@@ -89,19 +111,12 @@ export function clientError (err: Error & { code?: string }, socket: import('nod
     : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'DROPCODE_REQUEST_TIMEOUT' : 'DROPCODE_BAD_REQUEST')
   const body = JSON.stringify({ error: e.message, code: e.code })
   const reason = ({ 431: 'Request Header Fields Too Large', 408: 'Request Timeout' } as Record<number, string>)[e.statusCode] ?? 'Bad Request'
-  socket.end(`HTTP/1.1 ${e.statusCode} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  socket.end(`HTTP/1.1 ${e.statusCode} ${reason}\r\nDropcode-Version: ${VERSION}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
 }
 
 export default fp(async function errorHandler (app: FastifyInstance, opts: { linger: LingerBounds }) {
   app.decorate('lingerBounds', opts.linger)
-  app.setErrorHandler((raw, req, reply) => {
-    const err = toDropcodeError(raw)
-    if (err.code === 'DROPCODE_STATE_UNAVAILABLE') app.metrics?.backendError('state')
-    if (err.code === 'DROPCODE_STORAGE_UNAVAILABLE') app.metrics?.backendError('storage')
-    if (err.statusCode >= 500) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed')
-    else req.log.info({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
-    return sendError(err, req, reply)
-  })
+  app.setErrorHandler(answerError)
   // A download path the router could not match (`/download/%2E%2E`, say) is an unknown code,
   // answered with the download error page.
   app.setNotFoundHandler((req, reply) => req.url.startsWith('/download/')

@@ -3,13 +3,14 @@
  * that /readyz reports and the shutdown sequence that server.ts starts on SIGTERM/SIGINT:
  *
  * 1. draining: /readyz answers 503 `{"status":"draining"}` for `drainMs` while every other
- *    request is served as usual, so a load balancer takes the instance out of rotation;
+ *    request is served as usual, so a load balancer takes the instance out of rotation; every
+ *    response that finishes from now on says `Connection: close` and ends its connection, so
+ *    that when the listener closes no balancer holds an idle keep-alive connection to us;
  * 2. closing: the listener stops accepting; idle keep-alive connections are closed, and so are
- *    connections that never sent a byte (Node counts them neither idle nor busy, so they held a
- *    shutdown up to its grace period: a balancer's or a pool's connection opened ahead of use);
- *    every response that finishes from now on says `Connection: close` and ends its connection;
- *    requests already running get `graceMs` to finish (a cut download has been counted once,
- *    a cut upload leaves nothing);
+ *    connections that have not sent a byte SILENT_GRACE_MS later (Node counts them neither idle
+ *    nor busy, so they held a shutdown up to its grace period: a pool's connection opened ahead
+ *    of use); requests already running get `graceMs` to finish (a cut download has been
+ *    counted once, a cut upload leaves nothing);
  * 3. after the grace period, the remaining connections are cut and the stores close.
  */
 import type { Socket } from 'node:net'
@@ -29,9 +30,16 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * ms a connection that has not sent a byte when the listener closes gets to send one. A
+ * balancer connects and then writes its request: destroyed at once, such a connection resets a
+ * request already on its way, which nginx cannot pass to another instance when it is an upload
+ * (502; test/balancers/rolling-restart.test.ts).
+ */
+const SILENT_GRACE_MS = 1000
+
 export default fp(async function lifecycle (app: FastifyInstance) {
   let draining = false
-  let closing = false
   let shutdown: Promise<void> | undefined
   // Open sockets, so that those that never sent a byte can be closed with the listener. One
   // 'close' listener each (no 'data' listener: Node's parser reads the socket itself).
@@ -42,15 +50,21 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   })
   app.addHook('preClose', async () => {
     draining = true
-    closing = true
     // After fastify's server.close() (which runs once the preClose hooks are done): no new
-    // connection can arrive, so none of these is a request about to be served.
-    setImmediate(() => { for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy() })
+    // connection can arrive. Those still silent after SILENT_GRACE_MS are nobody's request.
+    setImmediate(() => {
+      const silent = [...sockets].filter(socket => socket.bytesRead === 0)
+      if (silent.length > 0) setTimeout(() => { for (const socket of silent) if (socket.bytesRead === 0) socket.destroy() }, SILENT_GRACE_MS)
+    })
   })
-  // close() ends the connections that are idle when it starts; one whose response is still
-  // running would otherwise stay open until keepAliveTimeout. Tell its client, and end it.
-  app.addHook('onSend', async (_req, reply) => { if (closing) reply.header('connection', 'close') })
-  app.addHook('onResponse', async req => { if (closing) req.raw.socket.end() })
+  // From the start of the drain, every response says Connection: close and ends its
+  // connection. A balancer then holds no idle keep-alive connection to this instance when the
+  // listener closes: close() ends the idle ones, and one that a balancer is sending a request
+  // on at that moment resets the request (nginx retries a GET elsewhere, but answers an upload
+  // 502). A response still running when close() starts would otherwise keep its connection open
+  // until keepAliveTimeout.
+  app.addHook('onSend', (_req, reply, payload, done) => { if (draining) reply.header('connection', 'close'); done(null, payload) })
+  app.addHook('onResponse', (req, _reply, done) => { if (draining) req.raw.socket.end(); done() })
 
   app.decorate('lifecycle', {
     get draining () { return draining },

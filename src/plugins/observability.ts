@@ -1,41 +1,87 @@
 /**
- * Metrics and request logs. One log line per request (route, status, bytes, duration; codes,
- * upload ids and claims in URLs masked by logging.ts) and the request-duration histogram. The
- * metrics are served on their own listener (http/metrics-listener.ts, started by server.ts), never
- * on the service port, where /metrics is an unknown route (404).
+ * Metrics and request logs. One log line per request, always, written when its response closes
+ * (delivered or cut): route, status, duration, the body bytes really moved each way, the client
+ * address (on every line of a request: http/server-options.ts), and how it ended (http/request-end.ts); codes, upload ids and claims in URLs masked
+ * by logging.ts. The same moment feeds the request-duration histogram. The metrics are served
+ * on their own listener (http/metrics-listener.ts, started by server.ts), never on the service
+ * port, where /metrics is an unknown route (404).
+ *
+ * Why the response's 'close' and not fastify's onResponse: onResponse runs on the response's
+ * 'finish' only, so a download the client cut, or an upload cut mid-body, wrote no line at all.
+ * 'close' fires once per response either way (after 'finish' when there is one). It is a
+ * listener on the response, which lives as long as its request: nothing is added to a
+ * keep-alive connection per request.
  */
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { maskUrl } from '../logging.js'
+import { countReceivedBytes } from '../http/received-bytes.js'
+import { requestEnd } from '../http/request-end.js'
+import { countSentBytes } from '../http/sent-bytes.js'
+import { maskUrl, writesAt } from '../logging.js'
 import { createMetrics, type Metrics } from '../metrics.js'
+
+/** Levels a planned 5xx answer is logged at instead of error. */
+export type PlannedLevel = 'info' | 'warn'
 
 declare module 'fastify' {
   interface FastifyInstance {
     metrics: Metrics
+    /**
+     * Starts this request's log line (it is written when the response closes). The onRequest
+     * hook calls it; so does the router's error path, which runs no hooks. Once per request.
+     */
+    trackRequest (req: FastifyRequest, reply: FastifyReply): void
+  }
+  interface FastifyRequest {
+    /**
+     * Set when this request's 5xx answer is planned, not a failure (a drain's /readyz, load
+     * shedding): its lines are logged at this level instead of error.
+     */
+    plannedLogLevel: PlannedLevel | null
+    /** Set once its log line is started (trackRequest). */
+    tracked: boolean
   }
 }
 
 export default fp(async function observability (app: FastifyInstance, opts: { now: () => number }) {
-  const metrics = createMetrics({ dueObjects: () => app.state.cleanup.countDue(opts.now()) })
+  const metrics = createMetrics({ dueObjects: () => app.state.cleanup.countDue(opts.now()), uploadMemory: app.blobs.uploadMemory })
   app.decorate('metrics', metrics)
+  app.decorateRequest('plannedLogLevel', null)
+  app.decorateRequest('tracked', false)
 
-  app.addHook('onSend', async (req, reply) => { reply.header('x-request-id', req.id) })
-  app.addHook('onResponse', async (req, reply) => {
-    const route = req.routeOptions.url ?? 'unmatched'
-    const status = reply.statusCode
-    metrics.request(req.method, route, status, reply.elapsedTime / 1000)
-    const fields = {
-      method: req.method,
-      route,
-      // A static asset that was served names a file of the page, not a secret.
-      url: maskUrl(req.url, route === '/assets/*' && status < 400),
-      status,
-      ms: Math.round(reply.elapsedTime),
-      bytesIn: Number(req.headers['content-length'] ?? 0),
-      bytesOut: Number(reply.getHeader('content-length') ?? 0),
-      ip: req.ip
-    }
-    if (status >= 500) req.log.error(fields, 'request')
-    else req.log.info(fields, 'request')
-  })
+  function trackRequest (req: FastifyRequest, reply: FastifyReply): void {
+    if (req.tracked) return
+    req.tracked = true
+    const res = reply.raw
+    const started = performance.now()
+    const received = countReceivedBytes(req.raw)
+    const sent = countSentBytes(res)
+    res.on('close', () => { // once: a response closes once
+      const bytesOut = sent()
+      const end = requestEnd(res, bytesOut)
+      const route = req.routeOptions.url ?? 'unmatched'
+      // 0: no answer went out (the connection was cut first).
+      const status = res.headersSent ? res.statusCode : 0
+      const seconds = (performance.now() - started) / 1000
+      metrics.request(req.method, route, status, end, seconds)
+      const level = status >= 500 ? req.plannedLogLevel ?? 'error' : end === 'server' ? 'warn' : 'info'
+      if (!writesAt(req.log, level)) return // not built for nothing (LOG_LEVEL=warn: 2xx, 4xx)
+      req.log[level]({
+        method: req.method,
+        route,
+        // A static asset that was served names a file of the page, not a secret.
+        url: maskUrl(req.url, route === '/assets/*' && status > 0 && status < 400),
+        status,
+        end,
+        ms: Math.round(seconds * 1000),
+        bytesIn: received(),
+        bytesOut
+        // and `ip`, which every line of the request carries (http/server-options.ts)
+      }, 'request')
+    })
+  }
+  app.decorate('trackRequest', trackRequest)
+
+  app.addHook('onRequest', (req, reply, done) => { trackRequest(req, reply); done() })
+  app.addHook('onSend', (req, reply, payload, done) => { reply.header('x-request-id', req.id); done(null, payload) })
 }, { name: 'observability', dependencies: ['stores'] })

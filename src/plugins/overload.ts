@@ -2,9 +2,12 @@
  * Overload protection for one instance: answer 503 DROPCODE_BUSY with Retry-After (so clients
  * and balancers retry elsewhere or later) instead of running out of memory or time.
  *
- * - Transfer slots: at most MAX_CONCURRENT_UPLOADS upload requests (/upload, /upload/chunk,
- *   /upload/complete) and MAX_CONCURRENT_DOWNLOADS downloads (GET /download) run at once; a
- *   request beyond is refused before its body is read. A slot is held until the response is
+ * - Transfer slots (core/fair-slots.ts): at most MAX_CONCURRENT_UPLOADS upload requests
+ *   (/upload, /upload/chunk, /upload/complete) and MAX_CONCURRENT_DOWNLOADS downloads (GET
+ *   /download) run at once, thousands by default since a slot holds no memory of its own; an API
+ *   key (uploads) or a client address (downloads) may take a slot only while it holds fewer
+ *   than are left free, so stalled transfers of one key or address never lock out the others. A
+ *   request beyond is refused before its body is read; a slot is held until the response is
  *   over (finished or cut).
  * - Load shedding (@fastify/under-pressure): while the event loop lags more than
  *   SHED_EVENT_LOOP_DELAY_MS, or the heap holds more than SHED_HEAP_USED_PERCENT of its limit,
@@ -14,10 +17,13 @@
  */
 import v8 from 'node:v8'
 import underPressure from '@fastify/under-pressure'
-import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
+import { FairSlots } from '../core/fair-slots.js'
+import type { TransferKind } from '../metrics.js'
+import { limitSubject } from './rate-limit.js'
 
 /** Seconds a refused client is asked to wait. */
 const RETRY_AFTER_S = 2
@@ -26,31 +32,41 @@ const ALWAYS_ANSWERED = new Set(['/healthz', '/readyz', '/openapi.json'])
 declare module 'fastify' {
   interface FastifyInstance {
     /** onRequest hooks taking a transfer slot (503 DROPCODE_BUSY when none is free). */
-    transferSlots: { upload: onRequestAsyncHookHandler, download: onRequestAsyncHookHandler }
+    transferSlots: { upload: onRequestHookHandler, download: onRequestHookHandler }
     /** Why the instance sheds load right now, or undefined. */
     overloaded (): string | undefined
   }
 }
 
 function busy (reply: FastifyReply, why: string): DropcodeError {
+  // Shedding is the protection working, not a failure: logged at warn, not error.
+  reply.request.plannedLogLevel = 'warn'
   reply.header('retry-after', String(RETRY_AFTER_S))
   return new DropcodeError('DROPCODE_BUSY', `The service is busy (${why}); retry in ${RETRY_AFTER_S} s.`, { retry_after: RETRY_AFTER_S })
 }
 
-function slots (limit: number, what: string): onRequestAsyncHookHandler {
-  let used = 0
-  return async function takeSlot (req, reply) {
-    if (limit === 0) return
-    if (used >= limit) throw busy(reply, `${limit} ${what} are running`)
-    used++
-    let released = false
-    reply.raw.once('close', () => { if (!released) { released = true; used-- } })
+/** The onRequest hook taking a slot of `kind`: per API key for uploads, per client address for downloads. */
+function slotHook (app: FastifyInstance, kind: TransferKind, limit: number): onRequestHookHandler {
+  const slots = new FairSlots(limit)
+  app.metrics.watchSlots(kind, () => slots.stats())
+  const what = kind === 'upload' ? 'uploads' : 'downloads'
+  return function takeSlot (req, reply, done) {
+    const got = slots.take(kind === 'upload' ? `key ${req.keyId}` : limitSubject(req.ip))
+    if (typeof got === 'function') {
+      reply.raw.on('close', got) // once: a response closes once
+      done()
+      return
+    }
+    app.metrics.transferRefused(kind, got)
+    done(busy(reply, got === 'full'
+      ? `${limit} ${what} are running`
+      : `your ${kind === 'upload' ? 'API key' : 'address'} holds as many ${what} as are left free`))
   }
 }
 
 export default fp(async function overload (app: FastifyInstance, { config }: { config: Config }) {
   const { maxUploads, maxDownloads, eventLoopDelayMs, heapUsedPercent } = config.overload
-  app.decorate('transferSlots', { upload: slots(maxUploads, 'uploads'), download: slots(maxDownloads, 'downloads') })
+  app.decorate('transferSlots', { upload: slotHook(app, 'upload', maxUploads), download: slotHook(app, 'download', maxDownloads) })
 
   const maxHeapUsedBytes = heapUsedPercent === 0 ? 0 : Math.floor(v8.getHeapStatistics().heap_size_limit * heapUsedPercent / 100)
   await app.register(underPressure, {
@@ -66,4 +82,4 @@ export default fp(async function overload (app: FastifyInstance, { config }: { c
     const { eventLoopDelay, heapUsed } = app.memoryUsage()
     return eventLoopDelayMs > 0 && eventLoopDelay > eventLoopDelayMs ? 'event loop delay' : heapUsed > maxHeapUsedBytes ? 'heap' : 'pressure'
   })
-}, { name: 'overload' })
+}, { name: 'overload', dependencies: ['observability'] })

@@ -18,7 +18,7 @@
  * write (nothing to refund), and parallel downloads from one address are never refused, only
  * queued for their lookup (a few ms), not for their transfer.
  */
-import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler, onSendAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, onRequestAsyncHookHandler, onRequestHookHandler, onSendAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import ipaddr from 'ipaddr.js'
 import type { Config } from '../config.js'
@@ -30,24 +30,32 @@ declare module 'fastify' {
     rateLimits: {
       /** onRequest for upload endpoints (after authentication). */
       uploads: onRequestAsyncHookHandler
-      /** onRequest for code lookups: waits for the address's lookup lane, then refuses clients over the failure limit. */
-      lookupGate: onRequestAsyncHookHandler
-      /** onSend for code lookups: counts a 404 against the client, then frees the lane. */
-      lookupFailed: onSendAsyncHookHandler<unknown>
+      /**
+       * The hooks of code lookups; none when the limit is off (RATE_LIMIT_FAILED_LOOKUPS=0), so
+       * a lookup then pays nothing for it.
+       * - onRequest: waits for the address's lookup lane, then refuses clients over the failure limit;
+       * - onSend: counts a 404 against the client, then frees the lane.
+       */
+      lookups: { onRequest: onRequestAsyncHookHandler[], onSend: Array<onSendAsyncHookHandler<unknown>> }
     }
   }
 }
 
 const noop = async () => {}
-const passThrough = async (_req: unknown, _reply: unknown, payload: unknown) => payload
+
+/** Dotted-quad IPv4 without leading zeros: exactly what ipaddr.js prints for it. */
+const PLAIN_IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/
 
 /**
  * The address a limit counts against, parsed by ipaddr.js (never by hand): IPv4 as is, and so
  * is an IPv4-mapped IPv6 address in any spelling (`::ffff:a.b.c.d`, `0:0:0:0:0:ffff:a.b.c.d`),
  * or one guesser's mapped address would stand for every IPv4 client; other IPv6 addresses by
  * their /64, since one host routinely holds a whole /64 and could rotate through 2^64 addresses.
+ * A dotted quad already spelled as ipaddr.js prints it is taken as it is, unparsed: it is every
+ * download's subject (its transfer slot), and parsing it was a visible cost of a 404 (issue 21).
  */
 export function limitSubject (ip: string): string {
+  if (PLAIN_IPV4.test(ip)) return ip // already in ipaddr.js's spelling: the common case, unparsed
   if (!ipaddr.isValid(ip)) return ip
   const addr = ipaddr.parse(ip)
   if (addr.kind() === 'ipv4') return addr.toString()
@@ -80,14 +88,15 @@ export function keyedLanes () {
 }
 
 /** Warns once per process when X-Forwarded-For comes from a peer TRUST_PROXY does not cover. */
-function untrustedForwardingWarning (app: FastifyInstance, trusted: (addr: string, hop: number) => boolean): onRequestAsyncHookHandler {
+function untrustedForwardingWarning (app: FastifyInstance, trusted: (addr: string, hop: number) => boolean): onRequestHookHandler {
   let warned = false
-  return async req => {
-    if (warned || req.headers['x-forwarded-for'] === undefined) return
-    const peer = req.socket.remoteAddress ?? ''
-    if (trusted(peer, 0)) return
-    warned = true
-    app.log.warn({ peer }, 'a request carries X-Forwarded-For from a peer that TRUST_PROXY does not cover: its client address is the peer\'s, so every client behind that proxy shares one rate limit (one guesser locks them all out). Set TRUST_PROXY to the proxy\'s address or hop count (README: load balancers). Logged once.')
+  return (req, _reply, done) => {
+    const peer = warned || req.headers['x-forwarded-for'] === undefined ? undefined : req.socket.remoteAddress ?? ''
+    if (peer !== undefined && !trusted(peer, 0)) {
+      warned = true
+      app.log.warn({ peer }, 'a request carries X-Forwarded-For from a peer that TRUST_PROXY does not cover: its client address is the peer\'s, so every client behind that proxy shares one rate limit (one guesser locks them all out). Set TRUST_PROXY to the proxy\'s address or hop count (README: load balancers). Logged once.')
+    }
+    done()
   }
 }
 
@@ -135,7 +144,6 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   }
   app.decorate('rateLimits', {
     uploads: uploads === 0 ? noop : uploadsHook,
-    lookupGate: failedLookups === 0 ? noop : gate,
-    lookupFailed: failedLookups === 0 ? passThrough : failed
+    lookups: failedLookups === 0 ? { onRequest: [], onSend: [] } : { onRequest: [gate], onSend: [failed] }
   })
 }, { name: 'rate-limit', dependencies: ['stores'] })

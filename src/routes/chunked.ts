@@ -8,9 +8,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
 import { parseFields } from '../http/form-fields.js'
-import { readFields, readForm } from '../http/multipart-form.js'
+import { admitBody, declaredLength, readFields, readForm } from '../http/multipart-form.js'
 import {
-  ChunkFields, ChunkResponse, errorResponses, multipartBody, SessionFields, StartResponse, startFields, UploadResponse, VerifyResponse
+  ChunkFields, ChunkResponse, CompleteFields, errorResponses, multipartBody, SessionFields, StartResponse, startFields, UploadResponse, VerifyResponse
 } from './schemas.js'
 
 const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
@@ -23,7 +23,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
     schema: { ...common, summary: 'Open a chunked upload session', multipart: multipartBody(StartFields), response: { 200: StartResponse, ...errorResponses(400, 401, 429, 500, 503, 507) } }
   }, async (req) => {
     const f = await readFields(req, StartFields)
-    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads: f.max_downloads!, expiryHours: f.expiry_hours!, sha256: f.sha256?.toLowerCase() }, req.keyId) }
+    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads: f.max_downloads!, expiryHours: f.expiry_hours!, sha256: f.sha256?.toLowerCase(), chunkSize: f.chunk_size }, req.keyId) }
   })
 
   app.post('/upload/chunk', {
@@ -34,7 +34,9 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
       multipart: multipartBody(ChunkFields, { name: 'chunk', description: 'The chunk data (at most MAX_CHUNK_SIZE bytes).' }),
       response: { 200: ChunkResponse, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503, 507) }
     }
-  }, async (req) => {
+  }, async (req, reply) => {
+    // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
+    const ticket = await admitBody(req, reply, app.blobs)
     const form = await readForm(req, 'chunk', ChunkFields, {
       store: async (stream, _filename, before) => {
         // The chunk is streamed to its place as it arrives, so its session must be known first.
@@ -42,11 +44,11 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
           throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
         }
         const { upload_id: id, chunk_index: index } = parseFields(ChunkFields, before)
-        return await app.sessions.receiveChunk(id, index, stream, req.keyId)
+        return await app.sessions.receiveChunk(id, index, stream, req.keyId, declaredLength(req), ticket)
       },
       // The request failed after the chunk was stored (a second file, say): a 4xx records nothing.
       discard: pending => pending.abort()
-    })
+    }).finally(() => ticket?.release())
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE', 'Missing chunk: send it as the multipart file field "chunk".')
     const declared = form.fields.chunk_sha256?.toLowerCase()
     if (declared !== undefined && declared !== form.file.sha256) {
@@ -59,10 +61,17 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
 
   app.post('/upload/verify', {
     onRequest,
-    schema: { ...common, summary: 'Which chunks have arrived', multipart: multipartBody(SessionFields), response: { 200: VerifyResponse, ...errorResponses(400, 401, 404, 429, 500, 503) } }
+    schema: {
+      ...common,
+      summary: 'Which chunks have arrived, or the code of a completed session',
+      description: 'A completed session answers completed: true with its code, size and sha256 for as long as a repeated complete answers them (SESSION_TTL_SECONDS after completion), then 404.',
+      multipart: multipartBody(SessionFields),
+      response: { 200: VerifyResponse, ...errorResponses(400, 401, 404, 429, 500, 503) }
+    }
   }, async (req) => {
     const { upload_id: id } = await readFields(req, SessionFields)
-    const { session, chunks } = await app.sessions.status(id, req.keyId)
+    const status = await app.sessions.status(id, req.keyId)
+    const { session, chunks } = status
     const missing: number[] = []
     for (let i = 0; i < session.totalChunks; i++) if (!chunks.has(i)) missing.push(i)
     return {
@@ -73,7 +82,9 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
       missing_chunks: missing,
       max_downloads: session.maxDownloads,
       expiry_hours: session.expiryHours,
-      chunks: [...chunks].sort((a, b) => a[0] - b[0]).map(([index, c]) => ({ index, size: c.size, sha256: c.sha256 }))
+      chunks: [...chunks].sort((a, b) => a[0] - b[0]).map(([index, c]) => ({ index, size: c.size, sha256: c.sha256 })),
+      completed: status.completed,
+      ...(status.completed ? status.result : {})
     }
   })
 
@@ -83,15 +94,15 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
       ...common,
       summary: 'Complete a session: assemble the chunks and answer the download code',
       description: '400 with missing_chunks while chunks are missing; 409 while another complete runs; the same code when repeated.',
-      multipart: multipartBody(SessionFields),
+      multipart: multipartBody(CompleteFields),
       response: { 200: UploadResponse, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503, 507) }
     }
   }, async (req) => {
-    const { upload_id: id } = await readFields(req, SessionFields)
+    const { upload_id: id, sha256 } = await readFields(req, CompleteFields)
     // Assembling a large session can keep the socket silent for minutes (S3 completing many
     // parts, or small-chunk sessions streamed into one object): exempt it from the stall guard.
     req.allowSilence()
-    return await app.sessions.complete(id, req.keyId)
+    return await app.sessions.complete(id, req.keyId, sha256?.toLowerCase())
   })
 }
 export default chunkedRoutes

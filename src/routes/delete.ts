@@ -4,8 +4,8 @@ import { CodeParams, DeleteResponse, errorResponses } from './schemas.js'
 
 const deleteRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/delete/:code', {
-    onRequest: app.rateLimits.lookupGate,
-    onSend: app.rateLimits.lookupFailed,
+    onRequest: app.rateLimits.lookups.onRequest,
+    onSend: app.rateLimits.lookups.onSend,
     schema: { summary: 'Delete a file by its code', tags: ['delete'], params: CodeParams, response: { 200: DeleteResponse, ...errorResponses(404, 429, 500, 503) } }
   }, async (req) => {
     await app.files.remove(req.params.code)

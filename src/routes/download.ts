@@ -8,7 +8,8 @@ import type { FastifyReply } from 'fastify'
 import type { FileRecord } from '../core/model.js'
 import { attachmentDisposition } from '../http/content-disposition.js'
 import { countSentBytes } from '../http/sent-bytes.js'
-import { claimETag, RangeNotSatisfiable } from '../services/files.js'
+import { answerError } from '../plugins/error-handler.js'
+import { claimETag, FileNotFound, RangeNotSatisfiable, type Download } from '../services/files.js'
 import { CodeParams } from './schemas.js'
 
 /** RFC 9530 Repr-Digest of the whole representation (also on 206 answers). */
@@ -50,18 +51,28 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
     503: html
   }
 
-  const { lookupGate, lookupFailed } = app.rateLimits
+  const { lookups } = app.rateLimits
   app.get('/download/:code', {
     config,
     exposeHeadRoute: false,
-    onRequest: [lookupGate, app.transferSlots.download],
-    onSend: lookupFailed,
+    onRequest: [...lookups.onRequest, app.transferSlots.download],
+    onSend: lookups.onSend,
     schema: { summary: 'Download a file (uses one download), or resume a cut one', tags: ['download'], params: CodeParams, documentedResponses }
   }, async (req, reply) => {
-    const download = await app.files.download(req.params.code, { range: req.headers.range, ifRange: [req.headers['if-range']].flat()[0] }).catch(err => {
+    // Stream through proxies, never buffered: stock nginx (proxy_buffering on) would read the
+    // whole file ahead of a slow client, so the last byte leaves here early, the download counts
+    // as whole and a one-time file is deleted while the client has a fraction of it.
+    reply.header('x-accel-buffering', 'no')
+    let download: Download
+    try {
+      const ifRange = req.headers['if-range']
+      download = await app.files.download(req.params.code, { range: req.headers.range, ifRange: typeof ifRange === 'string' ? ifRange : ifRange?.[0] })
+    } catch (err) {
+      // An unknown code is answered here, not thrown: see answerError.
+      if (err instanceof FileNotFound) return answerError(err, req, reply, config.htmlErrors)
       if (err instanceof RangeNotSatisfiable) reply.header('content-range', `bytes */${err.size}`)
       throw err
-    })
+    }
     const { file, range } = download
     const length = range === undefined ? file.size : range.end - range.start + 1
     // Whole when every byte went out, even if the client closed before the response ended
@@ -76,11 +87,17 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.head('/download/:code', {
     config,
-    onRequest: lookupGate,
-    onSend: lookupFailed,
+    onRequest: lookups.onRequest,
+    onSend: lookups.onSend,
     schema: { summary: 'The download\'s headers, without using a download', tags: ['download'], params: CodeParams, documentedResponses }
   }, async (req, reply) => {
-    const file = await app.files.lookup(req.params.code)
+    let file: FileRecord
+    try {
+      file = await app.files.lookup(req.params.code)
+    } catch (err) {
+      if (err instanceof FileNotFound) return answerError(err, req, reply, config.htmlErrors)
+      throw err
+    }
     fileHeaders(reply, file, fileETag(file), file.size)
     return reply.send()
   })

@@ -29,10 +29,18 @@ async function check (probe: () => Promise<void>): Promise<'ok' | 'failing'> {
 export default async function healthRoutes (app: FastifyInstance) {
   app.get('/healthz', { schema: { summary: 'Liveness', response: { 200: Health } } }, async () => ({ status: 'ok' }))
 
-  app.get('/readyz', { schema: { summary: 'Readiness: state store and storage reachable', response: { 200: Health, 503: Health } } }, async (_req, reply) => {
-    if (app.lifecycle.draining) return reply.code(503).send({ status: 'draining' })
+  app.get('/readyz', { schema: { summary: 'Readiness: state store and storage reachable', response: { 200: Health, 503: Health } } }, async (req, reply) => {
+    // Planned answers, not failures: every shutdown drains (info), shedding is the overload
+    // protection working (warn). A store that does not answer stays an error.
+    if (app.lifecycle.draining) {
+      req.plannedLogLevel = 'info'
+      return reply.code(503).send({ status: 'draining' })
+    }
     const overloaded = app.overloaded()
-    if (overloaded !== undefined) return reply.code(503).send({ status: 'overloaded', checks: { load: overloaded } })
+    if (overloaded !== undefined) {
+      req.plannedLogLevel = 'warn'
+      return reply.code(503).send({ status: 'overloaded', checks: { load: overloaded } })
+    }
     const [state, storage] = await Promise.all([check(() => app.state.ping()), check(() => app.blobs.ping())])
     const ok = state === 'ok' && storage === 'ok'
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', checks: { state, storage } })

@@ -42,7 +42,12 @@ export const startFields = (limits: Limits) => Type.Object({
   total_chunks: Type.Integer({ minimum: 1, maximum: limits.maxTotalChunks, description: 'Chunks the session expects.' }),
   max_downloads: maxDownloads(limits),
   expiry_hours: expiryHours(limits),
-  sha256: sha256Of('the whole file, checked when the session completes')
+  sha256: sha256Of('the whole file, checked when the session completes'),
+  chunk_size: Type.Optional(Type.Integer({
+    minimum: 1,
+    maximum: limits.maxChunkSize,
+    description: 'Bytes in every chunk but the last (which holds at most as many); a chunk of another size is refused. Lets the service store each chunk in place, so completion copies nothing.'
+  }))
 })
 
 /** POST /upload/chunk fields; they must come before the `chunk` file part. */
@@ -52,8 +57,14 @@ export const ChunkFields = Type.Object({
   chunk_sha256: sha256Of('this chunk (before or after the chunk part)')
 })
 
-/** POST /upload/verify and /upload/complete fields. */
+/** POST /upload/verify fields. */
 export const SessionFields = Type.Object({ upload_id: UploadId })
+
+/** POST /upload/complete fields. */
+export const CompleteFields = Type.Object({
+  upload_id: UploadId,
+  sha256: sha256Of('the whole file (besides or instead of the one declared at /upload/start): the session is not published unless it matches')
+})
 
 /** The OpenAPI description of a multipart body: the field schema plus its file part. */
 export function multipartBody<T extends TProperties> (fields: TObject<T>, file?: { name: string, description: string }) {
@@ -87,7 +98,11 @@ export const VerifyResponse = Type.Object({
     index: Type.Integer(),
     size: Type.Integer({ description: 'Bytes.' }),
     sha256: Type.String({ description: 'SHA-256 of the chunk as stored, hex (empty for chunks received by dropcode 0.1).' })
-  }), { description: 'Every received chunk, by index.' })
+  }), { description: 'Every received chunk, by index (of a completed session: the chunks it was assembled from).' }),
+  completed: Type.Boolean({ description: 'true once the session completed: code, size and sha256 follow, as a repeated complete answers them.' }),
+  code: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9]{6}$', description: 'The completed session\'s download code (the file may since have expired, been deleted or used up).' })),
+  size: Type.Optional(Type.Integer({ description: 'Bytes stored, of a completed session.' })),
+  sha256: Type.Optional(Type.String({ description: 'SHA-256 of the bytes stored, of a completed session, hex.' }))
 })
 export const DeleteResponse = Type.Object({ message: Type.String() })
 
@@ -99,5 +114,6 @@ export const LimitsResponse = Type.Object({
   max_downloads: Type.Integer({ description: 'Largest max_downloads accepted (MAX_DOWNLOADS).' }),
   max_expiry_hours: Type.Integer({ description: 'Largest expiry_hours accepted (MAX_EXPIRY_HOURS).' }),
   default_max_downloads: Type.Integer({ description: 'max_downloads when none is sent.' }),
-  default_expiry_hours: Type.Integer({ description: 'expiry_hours when none is sent.' })
+  default_expiry_hours: Type.Integer({ description: 'expiry_hours when none is sent.' }),
+  chunks_in_flight: Type.Integer({ minimum: 1, description: 'How many chunks of one session a client should send at once to upload fastest to this storage (a hint): 1 on the filesystem, where a chunk that arrives right after the ones before it is hashed into the file\'s SHA-256 as it streams and any other is read back and hashed again; 4 on S3, where each chunk is a multipart part and parts in parallel hide the storage\'s latency.' })
 })

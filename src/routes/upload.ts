@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
-import { readForm } from '../http/multipart-form.js'
+import { admitBody, declaredLength, readForm } from '../http/multipart-form.js'
 import { errorResponses, multipartBody, uploadFields, UploadResponse } from './schemas.js'
 
 const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
@@ -17,11 +17,13 @@ const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, 
       multipart: multipartBody(Fields, { name: 'file', description: 'The file (exactly one).' }),
       response: { 200: UploadResponse, ...errorResponses(400, 401, 413, 429, 500, 503, 507) }
     }
-  }, async (req) => {
+  }, async (req, reply) => {
+    // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
+    const ticket = await admitBody(req, reply, app.blobs)
     const form = await readForm(req, 'file', Fields, {
-      store: (stream, filename) => app.files.receive(stream, filename),
+      store: (stream, filename) => app.files.receive(stream, filename, declaredLength(req), ticket),
       discard: blob => app.files.discard(blob)
-    })
+    }).finally(() => ticket?.release())
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE')
     const { max_downloads: maxDownloads, expiry_hours: expiryHours, sha256 } = form.fields
     if (sha256 !== undefined && sha256.toLowerCase() !== form.file.sha256) {

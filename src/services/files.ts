@@ -28,15 +28,14 @@
  *   when it ends. A resume that would take the claim past its budget (`claimBudget`) is refused
  *   and the request is answered as if the claim had ended: a new download if any are left, or 404.
  */
-import { randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { BlobNotFoundError, type BlobStore, type ByteRange } from '../blob/index.js'
-import { DropcodeError } from '../core/errors.js'
+import { BlobNotFoundError, type BlobStore, type ByteRange, type UploadTicket } from '../blob/index.js'
+import { DropcodeError, withoutStack } from '../core/errors.js'
 import { cleanFilename, contentTypeFor, multipartFilename } from '../core/filename.js'
-import { isCode, newBlobKey, newCode } from '../core/ids.js'
-import { pendingOwner, type FileRecord, type Unavailable } from '../core/model.js'
-import { ByteCounter, Sha256Meter, SizeLimit } from '../core/streams.js'
+import { isCode, newBlobKey, newClaimId, newCode } from '../core/ids.js'
+import { pendingOwner, type Claim, type FileRecord, type Unavailable } from '../core/model.js'
+import { ByteCounter, Sha256Meter } from '../core/streams.js'
 import { parseRange } from '../http/range.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, FileStore } from '../state/index.js'
@@ -125,9 +124,10 @@ export interface FileServiceOptions {
 
 export class FileNotFound extends DropcodeError {
   constructor (readonly reason: Unavailable) { super('DROPCODE_FILE_NOT_FOUND') }
-}
 
-const newClaimId = () => randomBytes(16).toString('base64url')
+  /** An unknown, expired, used-up or deleted code is no failure: its error has no stack. */
+  static of (reason: Unavailable): FileNotFound { return withoutStack(() => new FileNotFound(reason)) }
+}
 
 export type FileService = ReturnType<typeof createFileService>
 
@@ -135,7 +135,7 @@ export function createFileService (opts: FileServiceOptions) {
   const { blobs, files, cleanup, log, metrics, now } = opts
   const notFound = (reason: Unavailable) => {
     metrics.downloadRefused(reason)
-    return new FileNotFound(reason)
+    return FileNotFound.of(reason)
   }
 
   /** Deletes an object and its index entry; on failure makes it due now, for the sweeper. */
@@ -174,7 +174,7 @@ export function createFileService (opts: FileServiceOptions) {
     else if (neededUntil < file.retainUntil) await cleanup.schedule(file.blobKey, neededUntil)
   }
 
-  async function receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
+  async function receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
     const key = newBlobKey()
     try {
       await cleanup.schedule(key, now() + opts.uploadTimeoutMs)
@@ -182,11 +182,10 @@ export function createFileService (opts: FileServiceOptions) {
       body.resume() // let the parser finish reading the request
       throw err
     }
-    const limited = new SizeLimit(opts.maxFileSize)
-    const meter = new Sha256Meter()
-    pipeline(body, limited, meter, () => {})
+    const meter = new Sha256Meter({ max: opts.maxFileSize, code: 'DROPCODE_FILE_TOO_LARGE' })
+    pipeline(body, meter, () => {})
     try {
-      const { size } = await blobs.put(key, meter, { contentType: 'application/octet-stream' })
+      const { size } = await blobs.put(key, meter, { contentType: 'application/octet-stream', maxLength, ticket })
       return { key, size, sha256: meter.hex(), filename: cleanFilename(multipartFilename(rawFilename)) }
     } catch (err) {
       body.destroy()
@@ -263,9 +262,13 @@ export function createFileService (opts: FileServiceOptions) {
   }
 
   return {
-    /** Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it. */
-    receive (body: Readable, rawFilename: string | undefined): Promise<StoredBlob> {
-      return opts.inFlight.track(receive(body, rawFilename))
+    /**
+     * Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it.
+     * `maxLength`: an upper bound of its length if known (the request's Content-Length);
+     * `ticket`: the upload's admission at the store's gate (`BlobStore.admit`), if any.
+     */
+    receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
+      return opts.inFlight.track(receive(body, rawFilename, maxLength, ticket))
     },
 
     discard: (blob: StoredBlob) => dropBlob(blob.key),
@@ -333,21 +336,24 @@ export function createFileService (opts: FileServiceOptions) {
       }
       const claimId = newClaimId()
       // Live while it streams (it keeps the object); the store caps it at the record's retention.
-      const claim = await files.claim(code, claimId, now(), Number.MAX_SAFE_INTEGER).catch(err => {
+      let claim: Claim
+      try {
+        claim = await files.claim(code, claimId, now(), Number.MAX_SAFE_INTEGER)
+      } catch (err) {
         // Outcome unknown: the claim may have been taken (or be taken once the store answers
         // again) while this request fails. Refund its id, which also stops a late claim.
         if (err instanceof DropcodeError && err.code === 'DROPCODE_STATE_UNAVAILABLE') opts.refunds.add(code, claimId)
         throw err
-      })
+      }
       if (!claim.ok) throw notFound(claim.reason)
       return (await open(claim.file, claimId, false, undefined))!
     },
 
     /** Deletes a live file: record first (atomically), then its object. */
     async remove (code: string): Promise<void> {
-      if (!isCode(code)) throw new FileNotFound('unknown') // before any store sees it
+      if (!isCode(code)) throw FileNotFound.of('unknown') // before any store sees it
       const removed = await files.delete(code, now())
-      if (!removed.ok) throw new FileNotFound(removed.reason) // not a download refusal
+      if (!removed.ok) throw FileNotFound.of(removed.reason) // not a download refusal
       await dropBlob(removed.file.blobKey)
     }
   }

@@ -17,22 +17,25 @@
  *   holder may be a request whose instance died, and then waiting that long is all it takes;
  * - a session belongs to the API key that opened it (its `keyId`): every other key is answered
  *   as for an unknown session, and each key holds at most MAX_OPEN_SESSIONS_PER_KEY open
- *   sessions (429 beyond), reserved before any storage is touched.
+ *   sessions (429 beyond), reserved before any storage is touched;
+ * - a completed session is still reported (settings, chunks, result) for as long as a repeated
+ *   complete answers its code: both read the one record `finish` wrote, so the windows agree.
  */
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import type { BlobStore, ChunkReceipt } from '../blob/index.js'
+import type { BlobStore, ChunkReceipt, UploadTicket } from '../blob/index.js'
 import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
 import { ownedBy, sessionOwner, type ChunkRecord, type SessionView, type UploadSession } from '../core/model.js'
-import { Sha256Meter, SizeLimit } from '../core/streams.js'
+import { Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
-import type { CleanupIndex, CompletedFile, SessionStore } from '../state/index.js'
+import type { CleanupIndex, CompletedFile, CompletedSession, SessionStore } from '../state/index.js'
 import type { FileService } from './files.js'
 import type { InFlight } from './in-flight.js'
+import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
 
 export interface SessionServiceOptions {
   blobs: BlobStore
@@ -65,6 +68,8 @@ export interface SessionSettings {
   expiryHours: number
   /** SHA-256 the client declares for the whole file (lowercase hex), checked at completion. */
   sha256?: string | undefined
+  /** Bytes in every chunk but the last (which holds at most as many); undefined: any sizes. */
+  chunkSize?: number | undefined
 }
 
 /** A chunk stored but not yet recorded: `commit` records it, `abort` forgets it. */
@@ -77,12 +82,20 @@ export interface PendingChunk {
   abort (): Promise<void>
 }
 
+export type SessionStatus =
+  | SessionView & { completed: false }
+  | CompletedSession & { completed: true }
+
 export type SessionService = ReturnType<typeof createSessionService>
 
 export function createSessionService (opts: SessionServiceOptions) {
   const { blobs, sessions, cleanup, files, log, now } = opts
   const ttl = opts.sessionTtlMs
   const lockMs = opts.chunkLockMs
+  // 64 MiB: the chunks of a few sessions with 4 × 8 MiB in flight (S3; fs reads them back instead).
+  const prefixes = createPrefixDigests({ now, idleMs: ttl, retainBytes: 64 * 1024 * 1024 })
+  /** How long a completion waits for chunks being read back into the running SHA-256. */
+  const foldWaitMs = 10_000
   const discard = async (blobKey: string, handle: string, record: ChunkRecord | null) => {
     if (record === null) return
     await blobs.discardChunk(blobKey, handle, JSON.parse(record.receipt) as ChunkReceipt)
@@ -112,7 +125,7 @@ export function createSessionService (opts: SessionServiceOptions) {
     return () => clearInterval(timer)
   }
 
-  async function receiveChunk (id: string, index: number, body: Readable, keyId: string): Promise<PendingChunk> {
+  async function receiveChunk (id: string, index: number, body: Readable, keyId: string, maxLength?: number, ticket?: UploadTicket): Promise<PendingChunk> {
     const token = randomBytes(12).toString('base64url')
     const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, keyId)
     if (!begun.ok) {
@@ -127,20 +140,33 @@ export function createSessionService (opts: SessionServiceOptions) {
       await abort()
       throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
     }
-    const limited = new SizeLimit(opts.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE')
-    const meter = new Sha256Meter()
+    const { chunkSize } = session
+    const fold = prefixes.streamFold(id, index)
+    // Not foldable now and not readable back later: keep its bytes for the fold, if they fit.
+    const kept = fold === undefined && blobs.readChunk === undefined ? prefixes.retain() : undefined
+    const meter = new Sha256Meter({ max: Math.min(opts.maxChunkSize, chunkSize ?? Infinity), code: 'DROPCODE_CHUNK_TOO_LARGE' }, fold?.update ?? kept?.add)
     const stopLock = keepLock(id, index, token, err => meter.destroy(err))
-    pipeline(body, limited, meter, () => {})
+    pipeline(body, meter, () => {})
     let record: ChunkRecord
     try {
       const receipt = await blobs.putChunk(session.blobKey, session.handle, {
         index,
         total: session.totalChunks,
         body: meter,
+        maxLength,
+        ticket,
+        chunkSize,
         settleLayout: wanted => sessions.settleLayout(id, wanted, now())
       })
       record = { size: meter.bytes, sha256: meter.hex(), receipt: JSON.stringify(receipt) }
+      if (chunkSize !== undefined && index < session.totalChunks - 1 && record.size !== chunkSize) {
+        await discard(session.blobKey, session.handle, record)
+        throw new DropcodeError('DROPCODE_CHUNK_SIZE_MISMATCH', `Chunk ${index} holds ${record.size} bytes; every chunk but the last must hold chunk_size = ${chunkSize} bytes. It was not stored.`)
+      }
+      fold?.done(record.sha256, record.size)
     } catch (err) {
+      fold?.fail()
+      kept?.release()
       stopLock()
       body.destroy()
       await abort()
@@ -154,6 +180,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       async abort () {
         if (settled) return
         settled = true
+        kept?.release()
         stopLock()
         await discard(session.blobKey, session.handle, record)
         await abort()
@@ -164,8 +191,9 @@ export function createSessionService (opts: SessionServiceOptions) {
         // A commit that fails may still be recorded (its answer lost: a paused Redis runs it when
         // it resumes), so its data is kept: completion removes every chunk object no record
         // names, and the sweeper an abandoned session's.
-        const committed = await sessions.commitChunk(id, index, token, record, now(), ttl)
+        const committed = await sessions.commitChunk(id, index, token, record, now(), ttl).catch((err: unknown) => { kept?.release(); throw err })
         if (!committed.ok) {
+          kept?.release()
           await discard(session.blobKey, session.handle, record)
           throw committed.reason === 'gone'
             ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
@@ -173,6 +201,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         }
         if (committed.previous !== null && committed.previous.receipt !== record.receipt) await discard(session.blobKey, session.handle, committed.previous)
         if (committed.bytes > opts.maxFileSize) {
+          kept?.release()
           // Record nothing: take the index back (a fresh lock, then abort it).
           const again = randomBytes(12).toString('base64url')
           if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, keyId)).ok) {
@@ -180,6 +209,9 @@ export function createSessionService (opts: SessionServiceOptions) {
           }
           throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
         }
+        const receipt = JSON.parse(record.receipt) as ChunkReceipt
+        const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : kept?.reader()
+        prefixes.committed(id, index, record, fold !== undefined, read, kept?.release)
         return { received: committed.received, total: session.totalChunks }
       }
     }
@@ -221,18 +253,34 @@ export function createSessionService (opts: SessionServiceOptions) {
     }
   }
 
-  /** The assembled object's SHA-256: from the driver if the bytes passed through, else one streaming read. */
-  async function digestOf (blobKey: string, fromDriver: string | undefined): Promise<string> {
-    if (fromDriver !== undefined) return fromDriver
-    const { body } = await blobs.get(blobKey)
-    const meter = new Sha256Meter()
-    await new Promise<void>((resolve, reject) => pipeline(body, meter, err => err ? reject(err) : resolve()).resume())
-    return meter.hex()
+  /**
+   * The assembled object's SHA-256: from the driver if the bytes passed through it, else from the
+   * running SHA-256 of the chunks folded as they arrived (`prefix`, when each folded chunk's
+   * digest is its committed record's) and one streaming read of the rest of the object.
+   */
+  async function digestOf (blobKey: string, fromDriver: string | undefined, ordered: ChunkRecord[], size: number, prefix: PrefixSnapshot | undefined): Promise<string> {
+    if (fromDriver !== undefined) {
+      opts.metrics.sessionDigest('assembled', size)
+      return fromDriver
+    }
+    const usable = prefix !== undefined && prefix.bytes <= size && prefix.digests.every((d, i) => ordered[i]?.sha256 === d)
+    const hash = usable ? prefix.hash : createHash('sha256')
+    const start = usable ? prefix.bytes : 0
+    if (start < size) {
+      const { body } = await blobs.get(blobKey, { start, end: size - 1 })
+      for await (const data of body as AsyncIterable<Buffer>) hash.update(data)
+    }
+    opts.metrics.sessionDigest('folded', start)
+    opts.metrics.sessionDigest('read', size - start)
+    return hash.digest('hex')
   }
 
   return {
     /** Opens a session for the key `keyId` (see plugins/auth.ts). */
     async start (settings: SessionSettings, keyId: string): Promise<string> {
+      if (settings.chunkSize !== undefined && (settings.totalChunks - 1) * settings.chunkSize > opts.maxFileSize) {
+        throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `${settings.totalChunks} chunks of ${settings.chunkSize} bytes add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+      }
       const id = randomBytes(16).toString('base64url')
       const blobKey = newBlobKey()
       const at = now()
@@ -242,7 +290,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       try {
         // Indexed for cleanup (owned by the session) before storage is touched.
         await cleanup.schedule(blobKey, at + ttl + opts.graceMs, sessionOwner(id))
-        const handle = await blobs.beginChunked(blobKey)
+        const handle = await blobs.beginChunked(blobKey, { chunkSize: settings.chunkSize })
         await sessions.create({
           id,
           blobKey,
@@ -253,7 +301,8 @@ export function createSessionService (opts: SessionServiceOptions) {
           expiryHours: settings.expiryHours,
           createdAt: at,
           sha256: settings.sha256 ?? '',
-          keyId
+          keyId,
+          ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {})
         }, at, ttl)
       } catch (err) {
         // Else the place stays taken until the session would have expired.
@@ -265,21 +314,44 @@ export function createSessionService (opts: SessionServiceOptions) {
     },
 
     /** Streams one chunk into the session's storage; the caller then commits or aborts it. */
-    receiveChunk (id: string, index: number, body: Readable, keyId: string): Promise<PendingChunk> {
-      return opts.inFlight.track(receiveChunk(id, index, body, keyId))
+    /**
+     * `maxLength`: an upper bound of the chunk's length if known (the request's Content-Length);
+     * `ticket`: the request's admission at the store's gate (`BlobStore.admit`), if any.
+     */
+    receiveChunk (id: string, index: number, body: Readable, keyId: string, maxLength?: number, ticket?: UploadTicket): Promise<PendingChunk> {
+      return opts.inFlight.track(receiveChunk(id, index, body, keyId, maxLength, ticket))
     },
 
-    async status (id: string, keyId: string): Promise<SessionView> {
+    /**
+     * What verify reports: an open session with its chunks, or a completed one with its result
+     * for as long as a repeated complete answers it (the same record: one window for both).
+     */
+    async status (id: string, keyId: string): Promise<SessionStatus> {
       const view = await sessions.get(id, now())
-      if (view === null || !ownedBy(view.session, keyId)) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-      return view
+      if (view !== null) {
+        if (!ownedBy(view.session, keyId)) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+        return { completed: false, ...view }
+      }
+      // Looked up second: a session that completes meanwhile is found here.
+      const done = await sessions.completed(id, now())
+      if (done === null || !ownedBy(done.session, keyId)) throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+      return { completed: true, ...done }
     },
 
-    /** Assembles and publishes the file; returns its code, size and digest (the same when repeated). */
-    async complete (id: string, keyId: string): Promise<CompletedFile> {
+    /**
+     * Assembles and publishes the file; returns its code, size and digest (the same when
+     * repeated). `sha256`: the digest the client expects (besides one declared at start).
+     */
+    async complete (id: string, keyId: string, sha256Expected?: string): Promise<CompletedFile> {
       const token = randomBytes(12).toString('base64url')
       const started = await sessions.beginCompletion(id, now(), now() + lockMs, keyId, token, ttl)
-      if (started.status === 'done') return started.result
+      if (started.status === 'done') {
+        const { result } = started
+        if (sha256Expected !== undefined && result.sha256 !== undefined && result.sha256 !== sha256Expected) {
+          throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'This session was completed already, as a file whose SHA-256 differs from the one sent.', { declared_sha256: sha256Expected, sha256: result.sha256 })
+        }
+        return result
+      }
       if (started.status === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       if (started.status === 'busy') {
         throw busy(started.until, s => `The session is completing, or a chunk of it is locked, by a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
@@ -300,15 +372,19 @@ export function createSessionService (opts: SessionServiceOptions) {
         const ordered = [...Array(session.totalChunks).keys()].map(i => chunks.get(i)!)
         const size = ordered.reduce((n, c) => n + c.size, 0)
         if (size > opts.maxFileSize) throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+        // Taken before assembling: the chunks read back into it are gone once assembled.
+        const prefix = await prefixes.snapshot(id, foldWaitMs)
         const built = await assemble(session, ordered, size)
         assembled = true
-        const sha256 = await digestOf(session.blobKey, built.sha256)
-        if (session.sha256 !== '' && session.sha256 !== sha256) {
+        const sha256 = await digestOf(session.blobKey, built.sha256, ordered, size, prefix)
+        const declared = [session.sha256, sha256Expected ?? ''].find(d => d !== '' && d !== sha256)
+        if (declared !== undefined) {
           // The chunks are consumed by assembling (S3 cannot reopen a completed multipart
           // upload), so the session ends here and the object goes.
           await files.discard({ key: session.blobKey, size, sha256, filename: session.filename })
           await sessions.remove(id)
-          throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'The assembled file\'s SHA-256 differs from the one declared at /upload/start; nothing was stored and the session is closed: start again.', { declared_sha256: session.sha256, sha256 })
+          prefixes.forget(id)
+          throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'The assembled file\'s SHA-256 differs from the one declared; nothing was stored and the session is closed: start again.', { declared_sha256: declared, sha256 })
         }
         // Publishing gives a code: only while the lease is surely ours for another lease period.
         await lease.confirm()
@@ -318,6 +394,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         }, 'chunked')
         const result = { code: file.code, size, sha256 }
         await sessions.finish(id, result, now(), ttl)
+        prefixes.forget(id)
         opts.metrics.session('completed')
         return result
       } catch (err) {

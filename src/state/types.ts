@@ -168,6 +168,18 @@ export interface CompletedFile {
 }
 
 /**
+ * A completed session as /upload/verify still describes it, for as long as repeated completes
+ * answer its result (the same record answers both). Its storage handles are gone, and its chunk
+ * records keep only what verify shows (no receipts: the parts were consumed by assembling).
+ */
+export interface CompletedSession {
+  session: Pick<UploadSession, 'id' | 'filename' | 'totalChunks' | 'maxDownloads' | 'expiryHours' | 'keyId'>
+  /** The chunks the file was assembled from, by index. */
+  chunks: Map<number, Pick<ChunkRecord, 'size' | 'sha256'>>
+  result: CompletedFile
+}
+
+/**
  * Chunked upload sessions, their chunk records and per-chunk upload locks.
  *
  * A session belongs to the key that opened it (`session.keyId`): methods that take a `keyId`
@@ -236,8 +248,19 @@ export interface SessionStore {
   /** Gives up `token`'s completion (the session stays open); another holder's is left alone. */
   releaseCompletion (id: string, now: number, token: string): Promise<void>
 
-  /** Ends a completed session (freeing its place); repeated completes answer `result` until `now + doneTtlMs`. */
+  /**
+   * Ends a completed session (freeing its place); repeated completes answer `result`, and
+   * `completed` describes the session with its chunks, until `now + doneTtlMs`. A repeated
+   * finish (the session already gone) keeps the first one's description and key.
+   */
   finish (id: string, result: CompletedFile, now: number, doneTtlMs: number): Promise<void>
+
+  /**
+   * A finished session within its done window, or null: also for one finished by a version
+   * that kept only its result (its repeated completes still answer it). Ownership is the
+   * caller's to check (`ownedBy`).
+   */
+  completed (id: string, now: number): Promise<CompletedSession | null>
 
   /** Removes a session whose completion failed for good (its storage is already gone), freeing its place. */
   remove (id: string): Promise<void>

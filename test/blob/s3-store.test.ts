@@ -118,7 +118,8 @@ t.test('large bodies go up in parts of exactly partSize, at most queueSize at on
   await store.init()
   await store.put(newBlobKey(), byteStream(12 * MiB + 3))
   const parts = sent.filter(c => c.name === 'UploadPartCommand')
-  t.same(parts.map(p => (p.input.Body as { byteLength: number }).byteLength), [5 * MiB, 5 * MiB, 2 * MiB + 3])
+  // Bodies are streams over the pool's slabs: the declared lengths are the part sizes.
+  t.same(parts.map(p => Number(p.input.ContentLength)), [5 * MiB, 5 * MiB, 2 * MiB + 3])
   t.same(parts.map(p => p.input.PartNumber), [1, 2, 3])
   t.equal(sent.filter(c => c.name === 'CompleteMultipartUploadCommand').length, 1)
 })

@@ -40,6 +40,31 @@ t.test('an upload killed midway resumes: only the missing chunks are sent', asyn
   t.equal(sha256Of(down.stdoutBytes), sha256Of(data), 'the file is whole')
 })
 
+t.test('killed while the complete\'s answer was on its way: the rerun takes the code from verify and sends nothing else (cli_complete_answer_lost)', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  const data = bytes(3 * MiB, 17)
+  fs.writeFileSync(path.join(env.cwd, 'app.bin'), data)
+  const args = ['upload', 'app.bin', '--chunk-size', '1M']
+  // The service completes; its answer is held until the CLI is killed.
+  proxy.decide = req => req.url === '/upload/complete' ? { kind: 'alter', response: () => stopAfter(0) } : { kind: 'pass' }
+  const first = startCli(t, args, env)
+  await until(() => proxy.seen.some(s => s.path === '/upload/complete' && s.status === 200), 20_000, 'the session completed')
+  first.child.kill('SIGKILL')
+  await first.done
+  proxy.decide = () => ({ kind: 'pass' })
+  t.equal(stateFiles(env).length, 1, 'the session is remembered')
+
+  const before = proxy.seen.length
+  const rerun = await runCli(t, args, env)
+  t.equal(rerun.status, 0, rerun.stderr)
+  t.match(rerun.stdout, /^[A-Za-z0-9]{6}\n$/)
+  t.same(proxy.seen.slice(before).map(s => s.path), ['/upload/verify'], 'one verify: no chunk, no complete')
+  t.same(stateFiles(env), [], 'state removed')
+  const down = await runCli(t, ['download', rerun.stdout.trim(), '-o', '-', '-q'], env)
+  t.equal(sha256Of(down.stdoutBytes), sha256Of(data), 'the code is the completed file\'s')
+})
+
 t.test('a download killed midway resumes from the partial file without counting again', async t => {
   const proxy = await startProxy(t, server.url)
   const env = cliEnv(t, proxy.url, API_KEY)
@@ -110,7 +135,7 @@ t.test('a connection cut midway is resumed within the same run (206, nothing cou
   const down = await runCli(t, ['download', up.stdout.trim()], { ...env, cwd: out })
   t.equal(down.status, 0, down.stderr)
   t.match(down.stderr, /download cut at \d+ of 16777216 bytes/)
-  const getsSeen = proxy.seen.filter(s => s.method === 'GET')
+  const getsSeen = proxy.seen.filter(s => s.method === 'GET' && s.path.startsWith('/download/')) // not the upload's GET /limits
   t.same(getsSeen.map(s => s.status), [200, 206], 'one claim, then its resume')
   t.match(getsSeen[1]!.headers.range, /^bytes=\d+-$/)
   t.equal(sha256Of(fs.readFileSync(path.join(out, 'out.bin'))), sha256Of(data))

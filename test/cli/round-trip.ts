@@ -17,6 +17,10 @@ const CODE_LINE = /^[A-Za-z0-9]{6}\n$/
 export async function roundTripSuite (t: Test, pair: DriverPair, backends: Backends) {
   // One service for the file (starting one costs a second or more); each test has its own codes.
   const server = await startServer(t, testEnv(t, pair, backends, { LOG_LEVEL: 'warn' }))
+  t.test(`${pair}: /limits suggests the chunks in flight the CLI uses without --parallel`, async t => {
+    const limits = await (await fetch(`${server.url}/limits`)).json() as { chunks_in_flight?: number }
+    t.equal(limits.chunks_in_flight, pair.startsWith('fs') ? 1 : 4)
+  })
   t.test(`${pair}: a multi-chunk file goes up with chunks in parallel and comes back verified`, async t => {
     const proxy = await startProxy(t, server.url)
     const env = cliEnv(t, proxy.url, API_KEY)
@@ -24,7 +28,8 @@ export async function roundTripSuite (t: Test, pair: DriverPair, backends: Backe
     fs.writeFileSync(path.join(env.cwd, 'build.bin'), data)
 
     const start: Buffer[] = []
-    proxy.decide = req => req.url === '/upload/start' ? { kind: 'alter', request: () => record(start) } : { kind: 'pass' }
+    const complete: Buffer[] = []
+    proxy.decide = req => req.url === '/upload/start' || req.url === '/upload/complete' ? { kind: 'alter', request: () => record(req.url === '/upload/start' ? start : complete) } : { kind: 'pass' }
     const up = await runCli(t, ['upload', 'build.bin', '--chunk-size', '1M', '--parallel', '3', '--max-downloads', '2'], env)
     t.equal(up.status, 0, up.stderr)
     t.match(up.stdout, CODE_LINE, 'stdout is the code and nothing else')
@@ -34,7 +39,8 @@ export async function roundTripSuite (t: Test, pair: DriverPair, backends: Backe
     t.ok(proxy.maxChunksInFlight >= 2, `chunks were in flight together (at most ${proxy.maxChunksInFlight})`)
     t.same(proxy.seen.filter(s => s.path.startsWith('/upload')).map(s => s.path).filter(p => p !== '/upload/chunk'), ['/upload/start', '/upload/complete'])
     t.same(stateFiles(env), [], 'no resume state is left after success')
-    t.match(Buffer.concat(start).toString(), new RegExp(`name="sha256"\r\n\r\n${sha256Of(data)}\r\n`), '/upload/start declares the file\'s SHA-256')
+    t.match(Buffer.concat(start).toString(), new RegExp(`name="chunk_size"\r\n\r\n${MiB}\r\n`), '/upload/start declares the chunk size')
+    t.match(Buffer.concat(complete).toString(), new RegExp(`name="sha256"\r\n\r\n${sha256Of(data)}\r\n`), '/upload/complete declares the file\'s SHA-256, hashed while the chunks went out')
 
     const code = up.stdout.trim()
     const out = fs.mkdtempSync(path.join(env.cwd, 'out-'))

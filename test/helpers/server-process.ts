@@ -20,6 +20,13 @@ export interface ServerProcess {
   stderr: () => string
 }
 
+/**
+ * Children still running when the test process exits without its teardown (a start-up step
+ * that threw at the top level of a test file) are killed then, so no server outlives its test.
+ */
+const running = new Set<ChildProcess>()
+process.once('exit', () => { for (const child of running) child.kill('SIGKILL') })
+
 /** What `npm start` runs: the compiled entry point (`npm test` builds it first). */
 export const serverCommand = (): [string, string[]] => [process.execPath, ['dist/server.js']]
 
@@ -45,6 +52,8 @@ export async function startServer (t: Test, env: Record<string, string>, options
     stdio: ['ignore', 'pipe', 'pipe', ...(probe.length > 0 ? ['ipc' as const] : [])]
   })
   t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
+  running.add(child)
+  child.once('exit', () => running.delete(child))
   const logs: Array<Record<string, unknown>> = []
   let stderr = ''
   child.stderr!.on('data', (c: Buffer) => { stderr += c.toString() })

@@ -1,8 +1,8 @@
 /**
  * Shutdown behind a load balancer, with a real process and a keep-alive client: SIGTERM turns
- * /readyz to 503 while everything else is served for DRAIN_DELAY_SECONDS; then the listener
- * closes, and in-flight work finishes within the grace; every answer keeps the catalogue body
- * and the request id (draining_refused_at_once).
+ * /readyz to 503 while everything else is served for DRAIN_DELAY_SECONDS, each answer saying
+ * Connection: close; then the listener closes, and in-flight work finishes within the grace;
+ * every answer keeps the catalogue body and the request id (draining_refused_at_once).
  */
 import { once } from 'node:events'
 import http from 'node:http'
@@ -51,8 +51,10 @@ t.test('SIGTERM: readyz drains while the rest is served, then the listener close
   const ready = await get(`${server.url}/readyz`, keepAlive)
   t.equal(ready.status, 503, 'readyz: draining')
   t.same(JSON.parse(ready.body), { status: 'draining' })
+  t.equal(ready.headers.connection, 'close', 'each answer while draining ends its connection: a balancer keeps no idle one to this instance')
   const health = await get(`${server.url}/healthz`, keepAlive)
-  t.equal(health.status, 200, 'the rest is served as usual, on the same keep-alive connection')
+  t.equal(health.status, 200, 'the rest is served as usual')
+  t.equal(health.headers.connection, 'close')
   t.match(health.headers['x-request-id'], /\S/)
   const fresh = await get(`${server.url}/download/AAAAAA`, new http.Agent(), 'GET')
   t.equal(fresh.status, 404, 'new connections are still accepted while draining')
@@ -91,4 +93,28 @@ t.test('SIGTERM: a connection that never sent a byte does not hold the shutdown 
   t.equal(code, 0, 'clean exit')
   t.ok(ms < 10_000, `exited ${ms} ms after SIGTERM, not at the end of the 20 s grace`)
   await closedBy
+})
+
+t.test('SIGTERM: a connection whose request arrives just after the listener closed is answered, not reset (balancer_request_reset_at_close)', async t => {
+  // nginx connects to an instance and then writes its request; destroying the connection before
+  // the request was read reset it, and nginx answered the upload 502 (found by
+  // test/balancers/rolling-restart.test.ts).
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0', SHUTDOWN_GRACE_SECONDS: '20' })
+  const { port } = new URL(server.url)
+  const socket = net.connect(Number(port), '127.0.0.1')
+  await once(socket, 'connect')
+  t.teardown(() => socket.destroy())
+  let answer = ''
+  socket.setEncoding('utf8').on('data', (c: string) => { answer += c })
+  const ended = once(socket, 'close')
+  const exited = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  await new Promise(resolve => setTimeout(resolve, 300))
+  t.equal(await new Promise(resolve => net.connect(Number(port), '127.0.0.1').once('connect', () => resolve('accepted')).once('error', (err: NodeJS.ErrnoException) => resolve(err.code))), 'ECONNREFUSED', 'the listener is closed')
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  await ended
+  t.match(answer, /^HTTP\/1\.1 200 /, 'the request is answered')
+  t.match(answer, /\r\nconnection: close\r\n/i, 'and its connection closed after it')
+  const [code] = await exited
+  t.equal(code, 0, 'clean exit')
 })

@@ -62,7 +62,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     t.equal(metric(text, 'dropcode_download_refusals_total{reason="unknown"}'), '1')
     t.equal(metric(text, 'dropcode_downloads_total{outcome="served"}'), '1')
     t.ok(Number(metric(text, 'dropcode_process_resident_memory_bytes')) > 0, 'process metrics too')
-    t.ok(metric(text, 'dropcode_http_request_duration_seconds_count{method="GET",route="/download/:code",status="404"}'), 'the request histogram')
+    t.ok(metric(text, 'dropcode_http_request_duration_seconds_count{method="GET",route="/download/:code",status="404",end="complete"}'), 'the request histogram')
 
     // The metrics port serves metrics and nothing else.
     const base = new URL(server.metricsUrl!).origin
@@ -115,7 +115,7 @@ t.test('SIGTERM: metrics are served while the instance drains, then their listen
   t.equal((await fetch(`${server.url}/readyz`)).status, 503, 'draining')
   const during = await fetch(server.metricsUrl!)
   t.equal(during.status, 200, 'scraped while draining')
-  t.match(await during.text(), /dropcode_http_request_duration_seconds_count\{method="GET",route="\/readyz",status="503"\}/)
+  t.match(await during.text(), /dropcode_http_request_duration_seconds_count\{method="GET",route="\/readyz",status="503",end="complete"\}/)
   t.equal(await exitOf(server.child), 0, 'a clean exit, though a scraper keeps a connection open')
   t.ok(Date.now() - started < 2000 + 3000, `exited ${Date.now() - started} ms after SIGTERM (drain 2 s)`)
   await t.rejects(fetch(server.metricsUrl!), 'nothing listens on the metrics port any more')

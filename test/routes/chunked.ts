@@ -79,8 +79,54 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const again = await post(url, '/upload/complete', [['upload_id', id]])
     t.match(again, { status: 200, body: { code: [...codes][0], size: Number, sha256: String } })
     t.equal((await sendChunk(url, id, 0, Buffer.from('x'))).status, 404)
-    t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404)
+    t.match((await post(url, '/upload/verify', [['upload_id', id]])).body, { completed: true, code: [...codes][0] }, 'verify reports it completed')
     t.equal((await listStored(running.config)).length, 1, 'exactly one object stored')
+  })
+
+  t.test('chunked: verify of a completed session answers completed with the code, size and digest while a repeated complete would; other keys 404 (verify_completed)', async t => {
+    let now = Date.now()
+    const { url, config } = await start(t, { API_KEYS: `${API_KEY},${OTHER_KEY}` }, { now: () => now })
+    const data = bytes(2 * 300_000 + 7, 5)
+    const id = await startSession(url, [['filename', 'done ✓.bin'], ['total_chunks', '3'], ['max_downloads', '1'], ['expiry_hours', '2']])
+    for (const i of [2, 0, 1]) await sendChunk(url, id, i, data.subarray(i * 300_000, (i + 1) * 300_000))
+    const open = await post(url, '/upload/verify', [['upload_id', id]])
+    t.equal(open.body.completed, false, 'an open session says completed: false')
+    t.notOk('code' in open.body, 'and has no code')
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.status, 200)
+
+    const verify = await post(url, '/upload/verify', [['upload_id', id]])
+    t.equal(verify.status, 200)
+    t.same(verify.body, {
+      upload_id: id,
+      filename: 'done ✓.bin',
+      total_chunks: 3,
+      received_chunks: 3,
+      missing_chunks: [],
+      max_downloads: 1,
+      expiry_hours: 2,
+      chunks: open.body.chunks,
+      completed: true,
+      code: done.body.code,
+      size: data.length,
+      sha256: sha256Of(data)
+    }, 'the usual fields, the chunks as listed before completion, and the answer of complete')
+    const theirs = await post(url, '/upload/verify', [['upload_id', id]], undefined, OTHER_KEY)
+    const none = await post(url, '/upload/verify', [['upload_id', 'C'.repeat(22)]], undefined, OTHER_KEY)
+    t.equal(theirs.status, 404, 'another key learns nothing')
+    t.same(theirs.body, none.body, 'the same answer as for an unknown session')
+
+    // Used up (its one download): still completed, with the code; the download is 404.
+    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer())), sha256Of(data))
+    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 404)
+    t.match((await post(url, '/upload/verify', [['upload_id', id]])).body, { completed: true, code: done.body.code })
+
+    now += config.sessionTtlMs - 1
+    t.match((await post(url, '/upload/verify', [['upload_id', id]])).body, { completed: true, code: done.body.code }, 'answered to the end of the window')
+    t.same((await post(url, '/upload/complete', [['upload_id', id]])).body, done.body, 'as a repeated complete is')
+    now += 1
+    t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 404, 'then verify is 404')
+    t.equal((await post(url, '/upload/complete', [['upload_id', id]])).status, 404, 'and so is complete: one window')
   })
 
   t.test('chunked: a completion taking over from one killed after assembling (chunks consumed) uses the whole object', async t => {
@@ -252,5 +298,109 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.same((await starts(3)).map(r => r.status).sort(), [200, 429, 429], 'a completed session frees its place')
     now += a.config.sessionTtlMs
     t.same((await starts(8)).map(r => r.status).sort(), [200, 200, 200, 200, 200, 429, 429, 429], 'expired sessions free theirs')
+  })
+
+  /** The bytes of completed sessions by how their SHA-256 was had (metrics). */
+  const digestBytes = async (metricsUrl: string) => {
+    const text = await (await fetch(metricsUrl)).text()
+    const of = (how: string) => Number(new RegExp(`^dropcode_session_digest_bytes_total\\{how="${how}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0)
+    return { folded: of('folded'), read: of('read'), assembled: of('assembled') }
+  }
+  // ≥ 5 MiB, so that S3 stores every chunk as parts (smaller chunks are assembled, and hashed, by S3's driver).
+  const CHUNK = 5 * MiB + 4096
+  const pieces = (data: Buffer, size: number) => Array.from({ length: Math.ceil(data.length / size) }, (_, i) => data.subarray(i * size, (i + 1) * size))
+
+  t.test('chunked with chunk_size: chunks sent in order are hashed as they arrive; completion reads nothing back', async t => {
+    const { url, metricsUrl } = await start(t)
+    const data = bytes(3 * CHUNK - 12_345)
+    const chunks = pieces(data, CHUNK)
+    const id = await startSession(url, [['filename', 'a.bin'], ['total_chunks', '3'], ['chunk_size', String(CHUNK)]])
+    for (const [i, c] of chunks.entries()) t.equal((await sendChunk(url, id, i, c)).status, 200)
+    const done = await post(url, '/upload/complete', [['upload_id', id], ['sha256', sha256Of(data)]])
+    t.equal(done.status, 200)
+    t.equal(done.body.sha256, sha256Of(data))
+    t.same(await digestBytes(metricsUrl), { folded: data.length, read: 0, assembled: 0 })
+    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'the exact bytes')
+  })
+
+  t.test('chunked with chunk_size: out of order and in parallel, the chunks are hashed before completion too', async t => {
+    const { url, metricsUrl } = await start(t)
+    const data = bytes(4 * CHUNK - 1000)
+    const chunks = pieces(data, CHUNK)
+    const id = await startSession(url, [['filename', 'a.bin'], ['total_chunks', '4'], ['chunk_size', String(CHUNK)]])
+    t.equal((await sendChunk(url, id, 3, chunks[3]!)).status, 200)
+    t.equal((await sendChunk(url, id, 0, chunks[0]!)).status, 200)
+    t.same((await Promise.all([1, 2].map(i => sendChunk(url, id, i, chunks[i]!)))).map(r => r.status), [200, 200])
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.body.sha256, sha256Of(data))
+    const how = await digestBytes(metricsUrl)
+    t.equal(how.folded + how.read, data.length)
+    t.equal(how.read, 0, pair === 'fs+local'
+      ? 'fs: chunks that arrived out of order were read back (page cache) as the prefix reached them, before completion'
+      : 's3: chunks that arrived out of order were kept in memory as they streamed until the prefix reached them')
+    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer())), sha256Of(data))
+  })
+
+  t.test('chunked with chunk_size: a chunk replaced after it was hashed, and a shorter last chunk, still give the exact file and digest', async t => {
+    const { url, metricsUrl } = await start(t)
+    const first = bytes(2 * CHUNK + 5000)
+    const chunks = pieces(first, CHUNK)
+    const id = await startSession(url, [['filename', 'a.bin'], ['total_chunks', '3'], ['chunk_size', String(CHUNK)]])
+    for (const [i, c] of chunks.entries()) t.equal((await sendChunk(url, id, i, c)).status, 200)
+    const other = Buffer.from(chunks[1]!).fill(7, 0, 100)
+    t.equal((await sendChunk(url, id, 1, other)).status, 200, 'chunk 1 again, other bytes')
+    t.equal((await sendChunk(url, id, 2, chunks[2]!.subarray(0, 10))).status, 200, 'the last chunk again, shorter')
+    const data = Buffer.concat([chunks[0]!, other, chunks[2]!.subarray(0, 10)])
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.body.size, data.length)
+    t.equal(done.body.sha256, sha256Of(data))
+    const how = await digestBytes(metricsUrl)
+    t.equal(how.folded + how.read, data.length)
+    t.ok(how.read >= other.length, 'the prefix stopped before the replaced chunk')
+    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
+  })
+
+  t.test('chunked with chunk_size: chunks of another size are refused and record nothing; the declaration is checked at start', async t => {
+    const { url } = await start(t, { MAX_CHUNK_SIZE: '1000', MAX_FILE_SIZE: '2500' })
+    t.equal((await post(url, '/upload/start', [['filename', 'a'], ['total_chunks', '2'], ['chunk_size', '1001']])).body.code, 'DROPCODE_INVALID_FIELD')
+    t.equal((await post(url, '/upload/start', [['filename', 'a'], ['total_chunks', '2'], ['chunk_size', '0']])).body.code, 'DROPCODE_INVALID_FIELD')
+    const huge = await post(url, '/upload/start', [['filename', 'a'], ['total_chunks', '4'], ['chunk_size', '1000']])
+    t.same([huge.status, huge.body.code], [413, 'DROPCODE_FILE_TOO_LARGE'], '3 full chunks exceed MAX_FILE_SIZE')
+    const id = await startSession(url, [['filename', 'a'], ['total_chunks', '3'], ['chunk_size', '100']])
+    const short = await sendChunk(url, id, 0, bytes(99))
+    t.same([short.status, short.body.code], [400, 'DROPCODE_CHUNK_SIZE_MISMATCH'])
+    const long = await sendChunk(url, id, 1, bytes(101))
+    t.same([long.status, long.body.code], [413, 'DROPCODE_CHUNK_TOO_LARGE'])
+    const lastLong = await sendChunk(url, id, 2, bytes(101))
+    t.same([lastLong.status, lastLong.body.code], [413, 'DROPCODE_CHUNK_TOO_LARGE'], 'the last chunk holds at most chunk_size')
+    t.same((await post(url, '/upload/verify', [['upload_id', id]])).body.missing_chunks, [0, 1, 2], 'nothing recorded')
+    const data = bytes(250)
+    for (const i of [2, 0, 1]) t.equal((await sendChunk(url, id, i, data.subarray(i * 100, (i + 1) * 100))).status, 200)
+    const done = await post(url, '/upload/complete', [['upload_id', id]])
+    t.equal(done.body.size, 250)
+    t.equal(Buffer.from(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer()).equals(data), true)
+  })
+
+  t.test('chunked: sha256 at /upload/complete; a mismatch publishes nothing and closes the session', async t => {
+    const { url } = await start(t)
+    const data = bytes(1000)
+    const open = async () => {
+      const id = await startSession(url, [['filename', 'a'], ['total_chunks', '2'], ['chunk_size', '600']])
+      for (const i of [0, 1]) await sendChunk(url, id, i, data.subarray(i * 600, (i + 1) * 600))
+      return id
+    }
+    const bad = await open()
+    const wrong = await post(url, '/upload/complete', [['upload_id', bad], ['sha256', 'ab'.repeat(32)]])
+    t.same([wrong.status, wrong.body.code, wrong.body.sha256], [400, 'DROPCODE_DIGEST_MISMATCH', sha256Of(data)])
+    t.equal((await post(url, '/upload/verify', [['upload_id', bad]])).status, 404, 'the session is closed')
+    const good = await open()
+    const done = await post(url, '/upload/complete', [['upload_id', good], ['sha256', sha256Of(data).toUpperCase()]])
+    t.equal(done.status, 200)
+    const again = await post(url, '/upload/complete', [['upload_id', good], ['sha256', 'ab'.repeat(32)]])
+    t.same([again.status, again.body.code], [400, 'DROPCODE_DIGEST_MISMATCH'], 'a repeated complete expecting another digest')
+    t.equal((await post(url, '/upload/complete', [['upload_id', good]])).body.code, done.body.code, 'the file stays')
+    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 200)
   })
 }

@@ -42,7 +42,8 @@ t.test('a chunk locked by another request: the page waits out the 409\'s Retry-A
   await page.getByRole('status').filter({ hasText: /The service is busy with this upload \(409\)\. Retrying in [2-4] s…/ }).waitFor({ timeout: 15_000 })
   const refused = answers.find(a => a.status === 409)
   t.ok(refused !== undefined && Number(refused.retryAfter) >= 2 && Number(refused.retryAfter) <= LEASE_S, `409 with Retry-After ${String(refused?.retryAfter)} s (lease ${LEASE_S} s)`)
-  // The holder finishes its chunk (the same bytes) while the page waits.
+  // The holder finishes its chunk (the same bytes, all of them: the page declares chunk_size) while the page waits.
+  await holder!.write(piece.subarray(TEST_CHUNK / 2))
   t.equal((await holder!.end()).status, 200)
 
   const code = await codeOnPage(page)

@@ -93,7 +93,8 @@ t.test('the page is served with a strict CSP, no inline script or style, and /li
     max_downloads: 50,
     max_expiry_hours: 48,
     default_max_downloads: 1,
-    default_expiry_hours: 24
+    default_expiry_hours: 24,
+    chunks_in_flight: 1
   })
 
   const doc = await (await fetch(`${url}/openapi.json`)).json() as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: { properties?: object } }> }> }>> }

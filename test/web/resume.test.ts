@@ -117,6 +117,37 @@ t.test('after a page reload the page resumes the session from localStorage when 
   t.same(unexpected(problems).filter(p => !/ERR_CONNECTION_RESET/.test(p)), [])
 })
 
+t.test('complete went through but its answer never came; after a reload the page shows the code from verify without reading the file again (web_complete_answer_lost)', async t => {
+  const { url } = await start(t)
+  const { page, problems } = await openTab(t, browser)
+  const uploads = watchUploads(page)
+  const lost: string[] = []
+  // The service completes; the page never sees the answer (a balancer's timeout, every retry too).
+  await page.route('**/upload/complete', async route => {
+    lost.push(await (await route.fetch()).text())
+    await route.abort('connectionreset')
+  })
+  await page.goto(url)
+  await saveKey(page, API_KEY)
+  const file = testFile(t, 'done.tar', 2 * TEST_CHUNK + 1) // 3 chunks
+  await page.getByLabel('Drop a file here or choose a file').setInputFiles(file.path)
+  await page.getByRole('button', { name: 'Upload' }).click()
+  await page.getByRole('status').filter({ hasText: /Cannot reach the service\. Retrying in \d+ s…/ }).waitFor()
+  const { code } = JSON.parse(lost[0]!) as { code: string }
+
+  await page.reload()
+  await page.getByRole('region', { name: 'Unfinished upload' }).waitFor()
+  await page.unroute('**/upload/complete')
+  const before = uploads.requests.length
+  await page.getByLabel('Drop a file here or choose a file').setInputFiles(file.path)
+  await page.getByRole('button', { name: 'Resume upload' }).click()
+  t.equal(await codeOnPage(page), code, 'the code the lost answer had')
+  t.same(uploads.requests.slice(before), ['/upload/verify'], 'one verify: no chunk, no complete')
+  await t.resolveMatch(page.evaluate('localStorage.getItem("dropcode.pending")'), null, 'the finished session is forgotten')
+  t.ok((await downloadThroughPage(page, url, code)).equals(file.bytes), 'the code gives the file')
+  t.same(unexpected(problems).filter(p => !/ERR_CONNECTION_RESET/.test(p)), [])
+})
+
 t.test('a different file replaces an unfinished upload; Discard and Cancel forget it', async t => {
   const { url } = await start(t)
   const { page } = await openTab(t, browser)

@@ -21,7 +21,9 @@ export async function startSession (file: File, ctx: Context, shape: SessionShap
   const { chunkSize, totalChunks, maxDownloads, expiryHours } = shape
   const a = await ctx.send('/upload/start', [
     ['filename', file.name], ['total_chunks', String(totalChunks)],
-    ['max_downloads', String(maxDownloads)], ['expiry_hours', String(expiryHours)]
+    ['max_downloads', String(maxDownloads)], ['expiry_hours', String(expiryHours)],
+    // Every chunk but the last is this size: the service can store them in place (fs).
+    ['chunk_size', String(chunkSize)]
   ])
   if (a.status !== 200 || typeof a.body.upload_id !== 'string') throw failure(a)
   const pending: Pending = {
@@ -71,8 +73,8 @@ export class ChunkedUpload {
     for (;;) {
       const v = await ctx.send('/upload/verify', this.fields())
       if (v.status === 404) {
-        // Gone: completed just before a reload (a repeated complete answers the code for a
-        // while), or expired, and then it starts again.
+        // Gone: expired, and then it starts again; or completed, by a service whose verify
+        // predates `completed` (a repeated complete answers the code for a while).
         const c = await ctx.send('/upload/complete', this.fields())
         if (c.status === 200) return this.finish(c)
         ctx.hooks.notice('The upload session had expired; starting it again.')
@@ -82,6 +84,8 @@ export class ChunkedUpload {
         continue
       }
       if (v.status !== 200) throw failure(v)
+      // Completed, its answer lost (a reload, or a drop while it completed): verify has the code.
+      if (v.body.completed === true && typeof v.body.code === 'string') return this.finish(v)
       this.held = new Map(((v.body.chunks ?? []) as Array<{ index: number } & Held>).map(c => [c.index, { size: c.size, sha256: c.sha256 }]))
       for (const i of this.confirmed) if (!this.held.has(i)) this.confirmed.delete(i)
       this.report()

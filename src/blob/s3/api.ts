@@ -7,12 +7,15 @@
  *   507, XMinioStorageFull, …      → DROPCODE_STORAGE_FULL
  *   anything else                  → DROPCODE_STORAGE_UNAVAILABLE (the cause is kept for the log)
  *
- * Streaming uploads of unknown length are cut into parts by parts.ts, in buffers from one pool
- * per store (`uploadMemory` bytes in all, `queueSize` parts in flight per upload): a stream that
- * fits in one part is one PutObject, a longer one a multipart upload, aborted if the body or S3
- * fails.
+ * Streaming uploads of unknown length are cut into parts by parts.ts, in 64 KiB slabs from one
+ * pool per store (`uploadMemory` bytes in all, `queueSize` parts in flight per upload): a stream
+ * that fits in one part is one PutObject, a longer one a multipart upload, aborted if the body or
+ * S3 fails. A part goes out as a stream over its slabs; the SDK never retries a streamed body (it
+ * cannot rewind it), so `resending` does, with a fresh stream over the same slabs, as the SDK
+ * would have for a Buffer (3 attempts in all, on network errors and 5xx answers).
  */
 import type { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateBucketCommand, CreateMultipartUploadCommand,
   DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command,
@@ -20,17 +23,20 @@ import {
 } from '@aws-sdk/client-s3'
 import { DropcodeError } from '../../core/errors.js'
 import { BlobNotFoundError, type ByteRange } from '../blob-store.js'
-import { PartBuffers, streamParts } from './parts.js'
+import { type Claim, SlabPool, streamParts } from './parts.js'
 
 export interface PartRef { n: number, etag: string, size: number }
 
 export interface S3Api {
-  /** The part buffers every upload of this store draws from. */
-  pool: PartBuffers
+  /** The slabs every upload of this store draws from (`pool.stats` for metrics). */
+  pool: SlabPool
   /** Parts uploaded at once per stream. */
   queueSize: number
-  /** Streams a body of unknown length into `key`; rejects with the body's own error if the body failed. @returns bytes stored */
-  putStream (key: string, body: Readable): Promise<number>
+  /**
+   * Streams a body of unknown length into `key`; rejects with the body's own error if the body
+   * failed. `maxLength`: an upper bound of its length, if known. @returns bytes stored
+   */
+  putStream (key: string, body: Readable, maxLength?: number, ticket?: Claim): Promise<number>
   /** Stores an empty object. */
   putEmpty (key: string): Promise<void>
   /** The object, whole or a byte range; `size` is the object's full size. */
@@ -40,7 +46,8 @@ export interface S3Api {
   /** Object keys under a prefix, page by page. */
   list (prefix: string): AsyncIterable<string>
   createMultipart (key: string): Promise<string>
-  uploadPart (key: string, uploadId: string, n: number, body: Buffer | Readable, length: number): Promise<string>
+  /** `again`: a fresh body over the same bytes, to resend a streamed one. */
+  uploadPart (key: string, uploadId: string, n: number, body: Buffer | Readable, length: number, again?: () => Buffer | Readable): Promise<string>
   completeMultipart (key: string, uploadId: string, parts: PartRef[]): Promise<void>
   /** Succeeds when the upload is already gone. */
   abortMultipart (key: string, uploadId: string): Promise<void>
@@ -70,12 +77,28 @@ export interface S3ApiOptions {
   partSize: number
   /** Parts in flight per upload. */
   queueSize: number
-  /** Bytes of part buffers for all uploads together (at least two parts). */
+  /** Bytes of slabs for all uploads together (at least two parts). */
   uploadMemory: number
 }
 
+/** What the SDK would retry: no answer at all, or a 5xx. */
+const transient = (err: unknown) => { const s = httpStatus(err); return s === undefined || s >= 500 }
+
+/** `op(body)`, and up to twice more with `again()` when a streamed body met a transient failure. */
+async function resending<T> (body: Buffer | Readable, again: (() => Buffer | Readable) | undefined, op: (body: Buffer | Readable) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await op(body)
+    } catch (err) {
+      if (again === undefined || Buffer.isBuffer(body) || attempt >= 3 || !transient(err)) throw err
+      await sleep(100 * 2 ** attempt)
+      body = again()
+    }
+  }
+}
+
 export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uploadMemory }: S3ApiOptions): S3Api {
-  const pool = new PartBuffers(partSize, Math.max(2, Math.floor(uploadMemory / partSize)))
+  const pool = new SlabPool(partSize, uploadMemory)
   const send = async <T>(op: () => Promise<T>): Promise<T> => {
     try {
       return await op()
@@ -88,7 +111,7 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
     pool,
     queueSize,
 
-    async putStream (Key, body) {
+    async putStream (Key, body, maxLength, ticket) {
       let bodyError: unknown
       body.once('error', err => { bodyError ??= err })
       let uploadId: Promise<string> | undefined
@@ -101,13 +124,15 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
           pool,
           concurrency: queueSize,
           holdBack: 0,
-          sendWhole: async data => {
-            await noting(() => send(() => client.send(new PutObjectCommand({ Bucket, Key, Body: data, ContentLength: data.length, ContentType: 'application/octet-stream' }))))
+          maxLength,
+          ticket,
+          sendWhole: async (data, length, again) => {
+            await noting(() => send(() => resending(data, again, Body => client.send(new PutObjectCommand({ Bucket, Key, Body, ContentLength: length, ContentType: 'application/octet-stream' })))))
           },
-          sendPart: async (i, data, length) => {
+          sendPart: async (i, data, length, again) => {
             await noting(async () => {
               uploadId ??= api.createMultipart(Key)
-              parts.push({ n: i + 1, etag: await api.uploadPart(Key, await uploadId, i + 1, data, length), size: length })
+              parts.push({ n: i + 1, etag: await api.uploadPart(Key, await uploadId, i + 1, data, length, again), size: length })
             })
           }
         })
@@ -156,8 +181,8 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
       return (await send(() => client.send(new CreateMultipartUploadCommand({ Bucket, Key, ContentType: 'application/octet-stream' })))).UploadId!
     },
 
-    async uploadPart (Key, UploadId, PartNumber, Body, ContentLength) {
-      return (await send(() => client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body, ContentLength })))).ETag!
+    async uploadPart (Key, UploadId, PartNumber, data, ContentLength, again) {
+      return (await send(() => resending(data, again, Body => client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body, ContentLength }))))).ETag!
     },
 
     async completeMultipart (Key, UploadId, parts) {

@@ -1,13 +1,17 @@
 /**
  * Chunked uploads on S3. A session opens one S3 multipart upload for the final key. S3's rules
  * (every part but the last ≥ 5 MiB, at most 10,000 parts, part numbers ascending) are ours to
- * keep, whatever chunk size the client picked, so each chunk first has its first 5 MiB read
- * (the probe) and the session settles, once and atomically in the state, on a layout:
+ * keep, whatever chunk size the client picked, so the session settles, once and atomically in
+ * the state, on a layout, from the first non-final chunk's size: its Content-Length tells when
+ * it is under 5 MiB or over 5 MiB + the multipart's room; otherwise (no Content-Length, or one
+ * near 5 MiB) its first 5 MiB are read (the probe, at most 8 at once per instance, so their
+ * memory outside the part memory is bounded: a chunk that stalls there cannot take more).
+ * Chunks of a settled session are not probed: they stream into the part memory at once:
  *
  * - `parts` (chunks ≥ 5 MiB): chunk i goes straight into the multipart upload as parts
  *   numbered from i·K + 1, K = ⌊10000 / total_chunks⌋ numbers reserved per chunk, so chunks can
  *   arrive in any order and be retried (a retry overwrites the same numbers). UploadPart needs a
- *   known length, so a chunk is cut into pieces of S3_PART_SIZE bytes (parts.ts, in buffers from
+ *   known length, so a chunk is cut into pieces of S3_PART_SIZE bytes (parts.ts, in slabs from
  *   the store's pool), a full piece sent once the next holds 5 MiB, so the chunk's final piece
  *   is ≥ 5 MiB too (a shorter tail goes out with the piece before it).
  *   A chunk may hold at most K·S3_PART_SIZE + 5 MiB bytes (413 beyond). Completion is one
@@ -15,7 +19,8 @@
  * - `objects` (chunks < 5 MiB, e.g. the common 1 MiB): such a chunk cannot be a part, so each
  *   chunk is streamed to its own temporary object `{key}.chunk-{i}-{nonce}`. Completion streams
  *   them in order into the final object through the part writer (one pass through the service,
- *   memory bounded by the part buffers, hashed on the way), then deletes them. S3 never sees a
+ *   memory bounded by the slab pool, admitted at its gate like an upload, hashed on the way),
+ *   then deletes them. S3 never sees a
  *   small non-final part.
  *
  * The first non-final chunk decides. A non-final chunk < 5 MiB in a `parts` session is refused
@@ -33,7 +38,7 @@ import { DropcodeError } from '../../core/errors.js'
 import { Sha256Meter } from '../../core/streams.js'
 import type { ChunkInput, ChunkReceipt } from '../blob-store.js'
 import type { PartRef, S3Api } from './api.js'
-import { streamParts } from './parts.js'
+import { streamParts, ticketOf } from './parts.js'
 
 const MiB = 1024 * 1024
 export const MIN_PART = 5 * MiB
@@ -52,7 +57,36 @@ async function * joined (head: Buffer[], rest: AsyncIterator<Buffer>, counter: {
   }
 }
 
+/**
+ * Probes under way at once per store: each holds up to 5 MiB outside the part memory, so their
+ * memory is bounded too (8 × 5 MiB). A probe that finds none free waits, unread (TCP backpressure).
+ */
+const PROBES = 8
+
+/**
+ * Bytes of a chunk request that are not the chunk: boundaries, part headers, text fields (the
+ * multipart limits in app.ts allow less; plugins/early-answers.ts allows as much). A request
+ * declaring 5 MiB + this much or more holds a chunk of 5 MiB or more unless it is malformed.
+ */
+const MULTIPART_SLACK = 256 * 1024
+
+/** A counting semaphore, first come first served. */
+function semaphore (n: number) {
+  let free = n
+  const waiting: Array<() => void> = []
+  const release = () => { const next = waiting.shift(); if (next !== undefined) next(); else free++ }
+  return {
+    async acquire (): Promise<() => void> {
+      if (free > 0) free--
+      else await new Promise<void>(resolve => waiting.push(resolve))
+      let done = false
+      return () => { if (!done) { done = true; release() } }
+    }
+  }
+}
+
 export function createS3Chunks (s3: S3Api) {
+  const probes = semaphore(PROBES)
   async function putParts (key: string, uploadId: string, chunk: ChunkInput, body: AsyncIterable<Buffer>): Promise<S3Receipt> {
     const slots = Math.floor(MAX_PARTS / chunk.total)
     const first = chunk.index * slots + 1
@@ -62,9 +96,11 @@ export function createS3Chunks (s3: S3Api) {
       concurrency: s3.queueSize,
       holdBack: MIN_PART,
       maxBytes: slots * s3.pool.partSize + MIN_PART,
+      maxLength: chunk.maxLength,
+      ticket: ticketOf(chunk.ticket),
       tooLarge: () => new DropcodeError('DROPCODE_CHUNK_TOO_LARGE', `With total_chunks=${chunk.total}, a chunk may hold at most ${slots * s3.pool.partSize + MIN_PART} bytes.`),
-      sendPart: async (i, data, length) => {
-        parts.push({ n: first + i, etag: await s3.uploadPart(key, uploadId, first + i, data, length), size: length })
+      sendPart: async (i, data, length, again) => {
+        parts.push({ n: first + i, etag: await s3.uploadPart(key, uploadId, first + i, data, length, again), size: length })
       }
     })
     return { size, parts: parts.sort((a, b) => a.n - b.n) }
@@ -75,26 +111,50 @@ export function createS3Chunks (s3: S3Api) {
 
     async put (key: string, uploadId: string, chunk: ChunkInput): Promise<S3Receipt> {
       const source = chunk.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>
-      const head: Buffer[] = []
-      let headBytes = 0
-      let ended = false
-      while (headBytes < MIN_PART) {
-        const { value, done } = await source.next()
-        if (done === true) { ended = true; break }
-        head.push(value)
-        headBytes += value.length
-      }
-      const big = !ended || headBytes >= MIN_PART
       const isLast = chunk.index === chunk.total - 1
-      const layout = isLast
-        ? await chunk.settleLayout(chunk.total === 1 ? 'parts' : undefined)
-        : await chunk.settleLayout(big ? 'parts' : 'objects')
-      if (layout === 'parts' && !big && !isLast) throw new DropcodeError('DROPCODE_CHUNK_TOO_SMALL')
+      const settled = await chunk.settleLayout(undefined)
       const counter = { size: 0 }
-      const body = joined(head, source, counter)
-      if (layout === 'parts') return await putParts(key, uploadId, chunk, body)
+      let layout: string | undefined
+      let body: AsyncIterable<Buffer>
+      /** Whether the chunk holds 5 MiB or more; undefined: not known before it is read. */
+      let big: boolean | undefined
+      if (chunk.maxLength !== undefined && chunk.maxLength < MIN_PART) big = false
+      else if (chunk.maxLength !== undefined && chunk.maxLength >= MIN_PART + MULTIPART_SLACK) big = true
+      if (settled !== undefined || big !== undefined || isLast) {
+        // Known without reading: the session's layout, or the request's Content-Length.
+        layout = settled ?? (isLast ? await chunk.settleLayout(chunk.total === 1 ? 'parts' : undefined) : await chunk.settleLayout(big! ? 'parts' : 'objects'))
+        if (layout === 'parts' && big === false && !isLast) throw new DropcodeError('DROPCODE_CHUNK_TOO_SMALL')
+        body = joined([], source, counter)
+      } else {
+        // The probe: the first 5 MiB, read into memory of a bounded budget of its own.
+        const release = await probes.acquire()
+        try {
+          const head: Buffer[] = []
+          let headBytes = 0
+          let ended = false
+          while (headBytes < MIN_PART) {
+            const { value, done } = await source.next()
+            if (done === true) { ended = true; break }
+            head.push(value)
+            headBytes += value.length
+          }
+          big = !ended || headBytes >= MIN_PART
+          layout = await chunk.settleLayout(big ? 'parts' : 'objects')
+          if (layout === 'parts' && !big) throw new DropcodeError('DROPCODE_CHUNK_TOO_SMALL')
+          body = joined(head, source, counter)
+        } finally {
+          release()
+        }
+      }
+      if (layout === 'parts') {
+        const receipt = await putParts(key, uploadId, chunk, body)
+        // Read whole only now (its Content-Length did not tell): a non-final part under 5 MiB
+        // would fail the completion. Its part number is left to be overwritten or dropped.
+        if (!isLast && receipt.size < MIN_PART) throw new DropcodeError('DROPCODE_CHUNK_TOO_SMALL')
+        return receipt
+      }
       const object = `${key}.chunk-${chunk.index}-${randomBytes(6).toString('hex')}`
-      await s3.putStream(object, Readable.from(body))
+      await s3.putStream(object, Readable.from(body), chunk.maxLength, ticketOf(chunk.ticket))
       return { size: counter.size, object }
     },
 
@@ -115,10 +175,16 @@ export function createS3Chunks (s3: S3Api) {
           async function * concatenated () {
             for (const object of objects) yield * (await s3.get(object)).body
           }
-          const meter = new Sha256Meter()
-          pipeline(Readable.from(concatenated()), meter, () => {})
-          await s3.putStream(key, meter)
-          sha256 = meter.hex()
+          // Through the gate like any upload (parts.ts), before the first chunk object is read.
+          const ticket = await s3.pool.admit(size)
+          try {
+            const meter = new Sha256Meter()
+            pipeline(Readable.from(concatenated()), meter, () => {})
+            await s3.putStream(key, meter, size, ticket)
+            sha256 = meter.hex()
+          } finally {
+            ticket.release()
+          }
         }
         await s3.abortMultipart(key, uploadId).catch(() => {})
       } else {

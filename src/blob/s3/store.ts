@@ -5,10 +5,13 @@
  * evenly over S3's partitions and say nothing about the file. Chunked sessions add
  * `{S3_PREFIX}{key}.chunk-{index}-{nonce}` temporary objects (chunks.ts).
  *
- * Uploads are cut into S3_PART_SIZE parts (default 8 MiB), S3_QUEUE_SIZE (default 4) in flight
- * per upload, in reusable buffers from one pool of S3_UPLOAD_MEMORY bytes (default 256 MiB)
- * shared by every upload (parts.ts): upload memory is that pool, whatever the file sizes and the
- * number of uploads. A body shorter than one part goes out as a single PutObject. If the body or
+ * Uploads are cut into S3_PART_SIZE parts (default 8 MiB), S3_QUEUE_SIZE (default 2) in flight
+ * per upload, buffered in reusable 64 KiB slabs from one pool of S3_UPLOAD_MEMORY bytes (default
+ * 256 MiB) shared by every upload (parts.ts): upload memory is that pool, whatever the file sizes
+ * and the number of uploads, and an upload holds only the slabs its unsent bytes fill (a stalled
+ * one costs what it sent, not a part). `admit` is the pool's gate: routes wait there before they
+ * read a body, so an upload waiting for memory holds one socket read, not a pipeline of chunks.
+ * A body shorter than one part goes out as a single PutObject. If the body or
  * S3 fails, the multipart upload is aborted; if even the abort fails, the key is still in the
  * cleanup index and the sweeper's `purge` aborts every unfinished upload under it.
  *
@@ -27,6 +30,7 @@ import { isBlobKey } from '../../core/ids.js'
 import type { BlobStore } from '../blob-store.js'
 import { createS3Api } from './api.js'
 import { createS3Chunks } from './chunks.js'
+import { ticketOf } from './parts.js'
 
 export interface S3BlobStoreOptions {
   client: S3Client
@@ -37,7 +41,7 @@ export interface S3BlobStoreOptions {
   partSize: number
   /** Parts in flight per upload. */
   queueSize: number
-  /** Bytes of part buffers shared by all uploads (S3_UPLOAD_MEMORY). */
+  /** Bytes of slabs shared by all uploads (S3_UPLOAD_MEMORY). */
   uploadMemory: number
   /** Create the bucket in init() when it is missing. */
   createBucket: boolean
@@ -54,8 +58,8 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
   }
 
   return {
-    async put (key, body) {
-      return { size: await s3.putStream(objectKey(key), body) }
+    async put (key, body, options) {
+      return { size: await s3.putStream(objectKey(key), body, options?.maxLength, ticketOf(options?.ticket)) }
     },
 
     // async: an invalid key rejects (never throws synchronously) before any I/O
@@ -97,6 +101,10 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
 
     async ping () {
       if (await s3.headBucket() !== 'ok') throw new Error(`S3 bucket ${opts.bucket} does not exist`)
-    }
+    },
+
+    uploadMemory: () => s3.pool.stats,
+
+    admit: async (maxLength, signal) => await s3.pool.admit(maxLength, signal)
   }
 }

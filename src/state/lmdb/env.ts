@@ -13,7 +13,8 @@
  *   places    [key id, session id] → until        (open sessions per API key; an entry whose
  *                                                   until passed is free, and is dropped by the
  *                                                   next reserve of its key or with its session)
- *   done      id → { code, size, sha256, until, keyId } (answers repeated completes)
+ *   done      id → StoredDone: { code, size, sha256, until, keyId, session, chunks } (answers
+ *                                  repeated completes and verify of a completed session)
  *   counters  name → { count, until }
  *   expiry    [until, kind, id] → 1                (what housekeeping removes when: f file,
  *                                                   s session, d done, c counter)
@@ -59,6 +60,17 @@ export interface StoredSession {
   received: number
 }
 
+/** A finished session: its result, and what verify still shows of it. */
+export interface StoredDone extends CompletedFile {
+  /** Epoch ms: answered until then. */
+  until: number
+  keyId?: string
+  /** Absent for sessions finished by a version that kept only the result. */
+  session?: { filename: string, totalChunks: number, maxDownloads: number, expiryHours: number }
+  /** [index, size, sha256] of each chunk it was assembled from. */
+  chunks?: Array<[number, number, string]>
+}
+
 export type ExpiryKind = 'f' | 's' | 'd' | 'c'
 
 export interface LmdbEnv {
@@ -70,7 +82,7 @@ export interface LmdbEnv {
   chunks: Database<ChunkRecord, [string, number]>
   locks: Database<{ token: string, until: number }, [string, number]>
   places: Database<number, [string, string]>
-  done: Database<CompletedFile & { until: number, keyId?: string }, string>
+  done: Database<StoredDone, string>
   counters: Database<{ count: number, until: number }, string>
   expiry: Database<1, [number, ExpiryKind, string]>
   /** Runs `fn` in a write transaction; resolves with its result once committed. */

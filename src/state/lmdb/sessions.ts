@@ -7,10 +7,16 @@
  */
 import { DropcodeError } from '../../core/errors.js'
 import { ownedBy, type ChunkRecord } from '../../core/model.js'
-import type { ChunkCommit, CompletionStart, SessionStore } from '../types.js'
-import type { LmdbEnv, StoredSession } from './env.js'
+import type { ChunkCommit, CompletedFile, CompletionStart, SessionStore } from '../types.js'
+import type { LmdbEnv, StoredDone, StoredSession } from './env.js'
 
 const MAX_INDEX = 1e9
+
+const resultOf = (d: StoredDone): CompletedFile => ({
+  code: d.code,
+  ...(d.size !== undefined ? { size: d.size } : {}),
+  ...(d.sha256 !== undefined ? { sha256: d.sha256 } : {})
+})
 
 export interface LmdbSessionOptions {
   /** Most file records and session places held at once (DROPCODE_STATE_FULL beyond). */
@@ -151,8 +157,7 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
         if (s === undefined) {
           const d = done.get(id)
           if (d === undefined || now >= d.until || !ownedBy(d, keyId)) return { status: 'unknown' }
-          const { until: _until, keyId: _keyId, ...result } = d
-          return { status: 'done', result }
+          return { status: 'done', result: resultOf(d) }
         }
         if (!ownedBy(s.session, keyId)) return { status: 'unknown' }
         if (s.state === 'completing' && s.leaseUntil > now) return { status: 'busy', until: s.leaseUntil }
@@ -193,11 +198,29 @@ export function createLmdbSessions (env: LmdbEnv, opts: LmdbSessionOptions): Ses
     async finish (id, result, now, doneTtlMs) {
       await env.write(() => {
         const previous = done.get(id)
-        const keyId = sessions.get(id)?.session.keyId ?? previous?.keyId
+        const s = sessions.get(id)?.session
+        // The session is gone at a repeated finish: the first one's description and key stay.
+        const described: Omit<StoredDone, keyof CompletedFile | 'until'> = s === undefined
+          ? { ...(previous?.keyId !== undefined ? { keyId: previous.keyId } : {}), ...(previous?.session !== undefined ? { session: previous.session, chunks: previous.chunks ?? [] } : {}) }
+          : {
+              ...(s.keyId !== undefined ? { keyId: s.keyId } : {}),
+              session: { filename: s.filename, totalChunks: s.totalChunks, maxDownloads: s.maxDownloads, expiryHours: s.expiryHours },
+              chunks: [...chunks.getRange(range(id))].map(({ key, value }) => [key[1], value.size, value.sha256])
+            }
         remove(id)
-        done.put(id, { ...result, until: now + doneTtlMs, ...(keyId !== undefined ? { keyId } : {}) })
+        done.put(id, { ...result, until: now + doneTtlMs, ...described })
         env.reindex('d', id, previous?.until, now + doneTtlMs)
       })
+    },
+
+    async completed (id, now) {
+      const d = done.get(id)
+      if (d === undefined || now >= d.until || d.session === undefined) return null
+      return {
+        session: { id, ...d.session, ...(d.keyId !== undefined ? { keyId: d.keyId } : {}) },
+        chunks: new Map((d.chunks ?? []).map(([index, size, sha256]) => [index, { size, sha256 }])),
+        result: resultOf(d)
+      }
     },
 
     async objectNeededUntil (id, now) {

@@ -14,7 +14,9 @@
  *                                   state (open|completing), leaseUntil, bytes
  *   {p}session:{ID}:chunks    hash  chunk index → ChunkRecord JSON
  *   {p}session:{ID}:locks     hash  chunk index → "token lockUntil" while a request streams it
- *   {p}done:{ID}              hash  code, size, sha256, until, keyId of a completed session (repeated completes)
+ *   {p}done:{ID}              hash  code, size, sha256, until, keyId of a completed session (repeated
+ *                                   completes), and for verify its filename, totalChunks, maxDownloads,
+ *                                   expiryHours and chunks ("INDEX:SIZE:SHA256 …")
  *   {p}places:{KEYID}         zset  session id → until: the open sessions of one API key (a place
  *                                   whose until has passed is free; the zset expires with its last)
  *   {p}rl:{NAME}              hash  count, until (a rate-limit window)
@@ -58,7 +60,7 @@ import { SCRIPTS } from './scripts.js'
 const FILE_FIELDS = ['code', 'blobKey', 'filename', 'contentType', 'size', 'sha256', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'] as const
 const FILE_NUMERIC = new Set(['size', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'])
 const SESSION_FIELDS = ['id', 'blobKey', 'handle', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'sha256'] as const
-const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt'])
+const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'chunkSize'])
 /** The session hash's own bookkeeping, not part of UploadSession. */
 const SESSION_INTERNAL = new Set(['state', 'leaseUntil', 'completer', 'bytes', 'until'])
 const CLEANUP_BUCKETS = '0123456789abcdef'
@@ -201,6 +203,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     async create (session, now, ttlMs) {
       const flat: string[] = SESSION_FIELDS.flatMap(f => [f, String(session[f])])
       if (session.layout !== undefined) flat.push('layout', session.layout)
+      if (session.chunkSize !== undefined) flat.push('chunkSize', String(session.chunkSize))
       if (session.keyId !== undefined) flat.push('keyId', session.keyId)
       flat.push('state', 'open', 'bytes', '0', 'until', String(now + ttlMs))
       await guard(() => r.dcSessionCreate(sessionKeys(session.id)[0], now + ttlMs, ...flat))
@@ -258,6 +261,27 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     },
     async finish (id, result, now, doneTtlMs) {
       await free(await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? '')), id)
+    },
+    async completed (id, now) {
+      const d = await guard(() => client.hgetall(doneKey(id)))
+      if (d.until === undefined || now >= Number(d.until) || d.filename === undefined) return null
+      const chunks = new Map<number, { size: number, sha256: string }>()
+      for (const c of (d.chunks ?? '').split(' ')) {
+        const [index, size, sha256] = c.split(':')
+        if (index !== undefined && index !== '') chunks.set(Number(index), { size: Number(size), sha256: sha256 ?? '' })
+      }
+      return {
+        session: {
+          id,
+          filename: d.filename,
+          totalChunks: Number(d.totalChunks),
+          maxDownloads: Number(d.maxDownloads),
+          expiryHours: Number(d.expiryHours),
+          ...(d.keyId !== undefined && d.keyId !== '' ? { keyId: d.keyId } : {})
+        },
+        chunks,
+        result: { code: d.code!, ...(d.size !== undefined && d.size !== '' ? { size: Number(d.size) } : {}), ...(d.sha256 !== undefined && d.sha256 !== '' ? { sha256: d.sha256 } : {}) }
+      }
     },
     async remove (id) {
       await free(await guard(() => r.dcSessionRemove(...sessionKeys(id))), id)

@@ -342,10 +342,28 @@ end
 return 1`
 
 // ARGV: doneUntil, code, size, sha256. Returns the session's keyId ('' if none), to free its place.
+// The done hash also describes the session for verify: its settings, and its chunks as
+// "INDEX:SIZE:SHA256" separated by spaces (receipts dropped). A repeated finish (the session
+// already gone) keeps the first one's description and key.
 const SESSION_FINISH = `
-local owner = redis.call('HGET', KEYS[1], 'keyId') or ''
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[4], 'until', ARGV[1], 'code', ARGV[2], 'size', ARGV[3], 'sha256', ARGV[4], 'keyId', owner)
+local owner
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local m = redis.call('HMGET', KEYS[1], 'keyId', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours')
+  owner = m[1] or ''
+  local list = {}
+  local flat = redis.call('HGETALL', KEYS[2])
+  for i = 1, #flat, 2 do
+    local c = cjson.decode(flat[i + 1])
+    list[#list + 1] = flat[i] .. ':' .. string.format('%d', c.size) .. ':' .. (c.sha256 or '')
+  end
+  redis.call('DEL', KEYS[4])
+  redis.call('HSET', KEYS[4], 'keyId', owner, 'filename', m[2], 'totalChunks', m[3], 'maxDownloads', m[4], 'expiryHours', m[5], 'chunks', table.concat(list, ' '))
+else
+  owner = redis.call('HGET', KEYS[4], 'keyId') or ''
+  redis.call('HSET', KEYS[4], 'keyId', owner)
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('HSET', KEYS[4], 'until', ARGV[1], 'code', ARGV[2], 'size', ARGV[3], 'sha256', ARGV[4])
 redis.call('PEXPIREAT', KEYS[4], ARGV[1])
 return owner`
 

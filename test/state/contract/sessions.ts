@@ -128,6 +128,39 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     t.same(await sessions.beginCompletion('unknown-session-id-xx', now, now + 1, KEY, token(), TTL), { status: 'unknown' })
   })
 
+  t.test('sessions: a finished session is described (settings, chunks without receipts, result) for doneTtl, as long as its code is answered', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now)
+    await sessions.create(s, now, TTL)
+    t.equal(await sessions.completed(s.id, now), null, 'an open session is not completed')
+    for (const i of [2, 0, 1]) await put(sessions, s.id, i, chunk(10 + i, `c${i}`))
+    t.equal((await sessions.beginCompletion(s.id, now, now + 1000, KEY, token(), TTL)).status, 'open')
+    const result = { code: 'AbC123', size: 33, sha256: 'e'.repeat(64) }
+    await sessions.finish(s.id, result, now, 60_000)
+    const described = {
+      session: { id: s.id, filename: s.filename, totalChunks: 3, maxDownloads: 2, expiryHours: 5, keyId: KEY },
+      chunks: new Map([0, 1, 2].map(i => [i, { size: 10 + i, sha256: `c${i}`.padEnd(64, '0') }])),
+      result
+    }
+    t.same(await sessions.completed(s.id, now + 59_999), described)
+    t.same(await sessions.beginCompletion(s.id, now + 59_999, now + 61_000, KEY, token(), TTL), { status: 'done', result }, 'the same window answers the code')
+    t.equal(await sessions.completed(s.id, now + 60_000), null, 'gone with the code')
+    t.same(await sessions.beginCompletion(s.id, now + 60_000, now + 61_000, KEY, token(), TTL), { status: 'unknown' })
+
+    await sessions.finish(s.id, result, now + 1000, 60_000)
+    t.same(await sessions.completed(s.id, now + 1000), described, 'a repeated finish keeps the description and the key')
+    t.equal(await sessions.completed('unknown-session-id-xx', now), null)
+
+    const { keyId: _keyId, ...older } = sessionRecord(now, { totalChunks: 1 })
+    await sessions.create(older, now, TTL)
+    await sessions.finish(older.id, { code: 'XyZ789' }, now, 60_000)
+    t.same(await sessions.completed(older.id, now), {
+      session: { id: older.id, filename: older.filename, totalChunks: 1, maxDownloads: 2, expiryHours: 5 },
+      chunks: new Map(),
+      result: { code: 'XyZ789' }
+    }, 'a session without a key or chunks, a result without size or digest')
+  })
+
   t.test('sessions: a session removed after a failed completion is gone, with its chunks', async t => {
     const { sessions } = await open(t)
     const s = sessionRecord(now)

@@ -1,0 +1,13 @@
+/**
+ * dropcode's version (package.json's), read once at start, and the header that carries it.
+ * Every answer of the service carries `Dropcode-Version`; an answer without it came from
+ * something else (a proxy's own 413 or 502 page, or a URL that is not a dropcode service), and
+ * the CLI says so instead of reporting the status as the service's.
+ */
+import { readFileSync } from 'node:fs'
+
+/** package.json sits two levels up from both src/core/ and dist/core/. */
+export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
+/** The response header naming the service's version (lower case, as Node reports headers). */
+export const VERSION_HEADER = 'dropcode-version'

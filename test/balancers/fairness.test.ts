@@ -1,0 +1,55 @@
+/**
+ * Issue 22: the starvation scenario (test/plugins/overload-fairness.ts) through each real
+ * balancer, run from the repository's recipe, in front of two instances on S3 (radosgw) and
+ * Redis. Found by an operator before the fairness fix: through HAProxy and a streaming nginx, 16
+ * stalled authenticated uploads froze every upload of an instance (each took 2 of its 32 part
+ * buffers before its first byte; new uploads waited with no 503 while /readyz stayed 200).
+ *
+ * Through a proxy the same clients meet these bounds:
+ * - Stalled uploads and chunks reach an instance (both recipes stream request bodies), which
+ *   cuts them by the minimum rate; the proxy answers its client 502 and closes at once, so the
+ *   service's bound holds for the client (the proxies' own 180 s never come into play).
+ * - Stopped readers are cut by their instance too (a reset: see src/plugins/stall-guard.ts); a
+ *   client that reads nothing cannot notice, so, as without a proxy, the instances' logs tell
+ *   when, and each reader, reading again, finds its connection closed short of the file.
+ * - Header tricklers never reach an instance: a proxy waits for whole headers and cuts them by
+ *   its own bound (HAProxy's `timeout http-request`, 30 s; nginx's `client_header_timeout`,
+ *   which the recipe leaves at 60 s). They stay in: 300 of them must not starve the proxy.
+ * Normal traffic is measured for 25 s instead of a minute (CI time), and at least until the
+ * instances have cut the first stalled uploads. The two balancers run one after the other: at
+ * once, the two scenarios' stopped readers share the kernel's socket memory and slow each other.
+ *
+ * Found here: nginx took each cut upload for a failure of its instance (max_fails=1) and, once
+ * both were marked, answered everyone 502 "no live upstreams"; HAProxy's checks took both
+ * instances out while S3 answered /readyz slowly under the burst (503 "No server is available");
+ * and HAProxy kept readers' connections open indefinitely after their instance closed them with
+ * data still queued. The recipes' comments and stall-guard.ts say what changed.
+ */
+import t from 'tap'
+import { loadConfig } from '../../src/config.js'
+import type { BalancerKind } from '../helpers/balancers.js'
+import { startRedis } from '../helpers/redis-server.js'
+import { startS3 } from '../helpers/s3.js'
+import { SCENARIO_ENV, slowClientScenario, type ScenarioOptions } from '../plugins/overload-fairness.js'
+import { behindBalancer } from './recipes.js'
+
+/** More than twice what the way to one reader buffers (see ScenarioOptions.readerFileBytes). */
+const READER_FILE = 100_000_000
+/** Another window for the second set of buffers a proxy puts before each reader (ScenarioOptions.readerBoundMs). */
+const READER_BOUND_MS = 190_000
+const FRONT: Record<BalancerKind, ScenarioOptions> = {
+  nginx: { observeMs: 25_000, headersBoundMs: 60_000, readerFileBytes: READER_FILE, readerBoundMs: READER_BOUND_MS, settleMs: 12_000, deadlineMs: 3000 },
+  haproxy: { observeMs: 25_000, headersBoundMs: 30_000, readerFileBytes: READER_FILE, readerBoundMs: READER_BOUND_MS, settleMs: 12_000, deadlineMs: 3000 }
+}
+
+// Two scenarios of two to five minutes each, one after the other.
+t.setTimeout(660_000)
+const [redis, s3] = await Promise.all([startRedis(), startS3()])
+t.teardown(async () => { await redis.stop(); await s3.stop() })
+
+for (const kind of ['nginx', 'haproxy'] as const) {
+  t.test(`${kind}: stalled uploads, stopped readers and header tricklers starve no one behind the recipe`, { timeout: 320_000 }, async t => {
+    const { instances, lb, env } = await behindBalancer(t, kind, { redis, s3 }, SCENARIO_ENV)
+    await slowClientScenario(t, { url: lb.url, instances, config: loadConfig(env) }, FRONT[kind])
+  })
+}

@@ -1,0 +1,91 @@
+/**
+ * A fresh chunked upload reads its input once (issue 21): it declares `chunk_size` at start,
+ * hashes the chunks while they are sent, and sends the file's `sha256` with /upload/complete,
+ * where the service checks it before publishing anything. Seen through a proxy that records the
+ * requests' bodies, and one that changes the digest on its way to the service.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import { Transform, type TransformCallback } from 'node:stream'
+import t from 'tap'
+import { API_KEY, testEnv } from '../helpers/app.js'
+import { startServer } from '../helpers/server-process.js'
+import { bytes, sha256Of } from '../helpers/streams.js'
+import { record, startProxy } from './proxy.js'
+import { cliEnv, runCli, stateFiles } from './run.js'
+
+const MiB = 1024 * 1024
+const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'warn' }))
+
+/** A multipart field's value in a recorded body. */
+const field = (body: string, name: string) => new RegExp(`name="${name}"\\r\\n\\r\\n([^\\r]*)\\r\\n`).exec(body)?.[1]
+
+/** Replaces every 64-hex-digit run in a (small) body with another of the same length. */
+function otherDigest (): Transform {
+  const parts: Buffer[] = []
+  return new Transform({
+    transform (chunk: Buffer, _enc, done: TransformCallback) { parts.push(chunk); done() },
+    flush (done) { done(null, Buffer.from(Buffer.concat(parts).toString('latin1').replace(/[0-9a-f]{64}/g, '0'.repeat(64)), 'latin1')) }
+  })
+}
+
+t.test('a chunked upload declares chunk_size and sends the file\'s sha256 with complete, not with start', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  const data = bytes(5 * MiB + 123, 31)
+  fs.writeFileSync(path.join(env.cwd, 'app.bin'), data)
+  const bodies = new Map<string, Buffer[]>()
+  proxy.decide = req => {
+    if (req.url !== '/upload/start' && req.url !== '/upload/complete') return { kind: 'pass' }
+    const into: Buffer[] = []
+    bodies.set(req.url, into)
+    return { kind: 'alter', request: () => record(into) }
+  }
+  const up = await runCli(t, ['upload', 'app.bin', '--chunk-size', '1M', '--json'], env)
+  t.equal(up.status, 0, up.stderr)
+  t.match(JSON.parse(up.stdout), { size: data.length, sha256: sha256Of(data) })
+  const start = Buffer.concat(bodies.get('/upload/start')!).toString()
+  const complete = Buffer.concat(bodies.get('/upload/complete')!).toString()
+  t.equal(field(start, 'chunk_size'), String(MiB), 'chunk_size declared')
+  t.equal(field(start, 'total_chunks'), '6')
+  t.equal(field(start, 'sha256'), undefined, 'no digest at start: nothing was read before the first chunk')
+  t.equal(field(complete, 'sha256'), sha256Of(data), 'the file\'s digest goes with complete')
+  t.same(proxy.seen.map(s => s.path).filter(p => p !== '/upload/chunk'), ['/upload/start', '/limits', '/upload/complete'], 'start, the hint for chunks in flight, complete')
+  t.equal(proxy.seen.filter(s => s.path === '/upload/chunk' && s.status === 200).length, 6)
+
+  const down = await runCli(t, ['download', JSON.parse(up.stdout).code, '-o', '-', '-q'], env)
+  t.equal(sha256Of(down.stdoutBytes), sha256Of(data))
+})
+
+t.test('a digest at complete that is not the stored file\'s: exit 5, nothing published, no state left', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  fs.writeFileSync(path.join(env.cwd, 'app.bin'), bytes(3 * MiB + 7, 32))
+  proxy.decide = req => req.url === '/upload/complete' ? { kind: 'alter', request: otherDigest } : { kind: 'pass' }
+  const up = await runCli(t, ['upload', 'app.bin', '--chunk-size', '1M'], env)
+  t.equal(up.status, 5, 'the integrity exit code')
+  t.match(up.stderr, /DROPCODE_DIGEST_MISMATCH/)
+  t.equal(up.stdout, '', 'no code printed')
+  t.same(stateFiles(env), [], 'the closed session is forgotten')
+  t.same(proxy.seen.filter(s => s.path === '/upload/complete').map(s => s.status), [400], 'refused once, not retried')
+})
+
+t.test('a directory is measured, then sent once with its digest at complete', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  const dir = path.join(env.cwd, 'site')
+  fs.mkdirSync(path.join(dir, 'assets'), { recursive: true })
+  fs.writeFileSync(path.join(dir, 'index.html'), '<h1>hi</h1>')
+  fs.writeFileSync(path.join(dir, 'assets', 'big.bin'), bytes(3 * MiB, 33))
+  const bodies: Buffer[] = []
+  proxy.decide = req => req.url === '/upload/complete' ? { kind: 'alter', request: () => record(bodies) } : { kind: 'pass' }
+  const up = await runCli(t, ['upload', 'site', '--chunk-size', '1M', '--json'], env)
+  t.equal(up.status, 0, up.stderr)
+  const answer = JSON.parse(up.stdout) as { code: string, sha256: string }
+  t.equal(field(Buffer.concat(bodies).toString(), 'sha256'), answer.sha256)
+
+  const out = path.join(env.cwd, 'out')
+  const down = await runCli(t, ['download', answer.code, '--extract', '-o', out, '-q'], env)
+  t.equal(down.status, 0, down.stderr)
+  t.equal(sha256Of(fs.readFileSync(path.join(out, 'site', 'assets', 'big.bin'))), sha256Of(bytes(3 * MiB, 33)))
+})
