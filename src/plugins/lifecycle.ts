@@ -4,9 +4,12 @@
  *
  * 1. draining: /readyz answers 503 `{"status":"draining"}` for `drainMs` while every other
  *    request is served as usual, so a load balancer takes the instance out of rotation; every
- *    response that finishes from now on says `Connection: close` and ends its connection, so
- *    that when the listener closes no balancer holds an idle keep-alive connection to us;
- * 2. closing: the listener stops accepting; idle keep-alive connections are closed, and so are
+ *    response that starts from now on says `Connection: close` and ends its connection, so
+ *    that when the listener closes no balancer holds an idle keep-alive connection to us (a
+ *    keep-alive connection whose response had started is left open: its next request is
+ *    answered and told to close, see `listenerClosed`);
+ * 2. closing: the listener stops accepting, right after a pass of accepting (`closeListener`);
+ *    idle keep-alive connections are closed, and so are
  *    connections that have not sent a byte SILENT_GRACE_MS later (Node counts them neither idle
  *    nor busy, so they held a shutdown up to its grace period: a pool's connection opened ahead
  *    of use); requests already running get `graceMs` to finish (a cut download has been
@@ -37,6 +40,8 @@ declare module 'fastify' {
  * (502; test/balancers/rolling-restart.test.ts).
  */
 const SILENT_GRACE_MS = 1000
+/** ms the listener waits for a connection to arrive, so that it closes right after accepting. */
+const CLOSE_WAIT_FOR_ACCEPT_MS = 50
 
 export default fp(async function lifecycle (app: FastifyInstance) {
   let draining = false
@@ -57,14 +62,42 @@ export default fp(async function lifecycle (app: FastifyInstance) {
       if (silent.length > 0) setTimeout(() => { for (const socket of silent) if (socket.bytesRead === 0) socket.destroy() }, SILENT_GRACE_MS)
     })
   })
-  // From the start of the drain, every response says Connection: close and ends its
-  // connection. A balancer then holds no idle keep-alive connection to this instance when the
-  // listener closes: close() ends the idle ones, and one that a balancer is sending a request
-  // on at that moment resets the request (nginx retries a GET elsewhere, but answers an upload
-  // 502). A response still running when close() starts would otherwise keep its connection open
-  // until keepAliveTimeout.
+  // From the start of the drain, every response says Connection: close and Node ends its
+  // connection after it. A balancer then holds no idle keep-alive connection to this instance
+  // when the listener closes: close() ends the idle ones, and one that a balancer is sending a
+  // request on at that moment resets the request (nginx sends a GET to another instance, but
+  // answers an upload 502: test/balancers/nginx-retry.test.ts).
   app.addHook('onSend', (_req, reply, payload, done) => { if (draining) reply.header('connection', 'close'); done(null, payload) })
-  app.addHook('onResponse', (req, _reply, done) => { if (draining) req.raw.socket.end(); done() })
+  // A response that started before the drain went out without Connection: close, so the
+  // balancer keeps its connection for the next request. Ending it when the response ends races
+  // that request (nginx picks the connection before it reads our FIN: an upload is answered
+  // 502), so while the listener is open it stays: its next request is answered and told to
+  // close, and close() ends it if it is still idle. After the listener closed, close() ends no
+  // connection that becomes idle later, so each one is ended as its response ends.
+  let listenerClosed = false
+  app.addHook('onResponse', (req, _reply, done) => { if (listenerClosed) req.raw.socket.end(); done() })
+
+  /**
+   * Stops accepting right after Node accepted what was waiting. Connections the kernel has
+   * completed but Node has not yet accepted are reset when the listener closes, after the
+   * balancer may have written its request (nginx answers that 502 and cannot retry an upload).
+   * libuv accepts until the queue is empty and then runs setImmediate callbacks, so closing
+   * there leaves the shortest window; with no connection arriving, the queue is empty anyway.
+   */
+  function closeListener (): Promise<void> {
+    return new Promise(resolve => {
+      const close = () => {
+        app.server.off('connection', afterAccept)
+        clearTimeout(idle)
+        listenerClosed = true
+        app.server.close()
+        resolve()
+      }
+      const afterAccept = () => { setImmediate(close) }
+      app.server.once('connection', afterAccept)
+      const idle = setTimeout(close, CLOSE_WAIT_FOR_ACCEPT_MS)
+    })
+  }
 
   app.decorate('lifecycle', {
     get draining () { return draining },
@@ -73,6 +106,7 @@ export default fp(async function lifecycle (app: FastifyInstance) {
         draining = true
         app.log.info({ drainMs, graceMs }, 'shutting down: draining (readyz answers 503)')
         await new Promise(resolve => setTimeout(resolve, drainMs))
+        await closeListener()
         app.log.info('closing the listener; in-flight requests may finish')
         // Transfers still running after the grace period (a stalled client, say) are cut, so a
         // shutdown always ends.

@@ -118,3 +118,69 @@ t.test('SIGTERM: a connection whose request arrives just after the listener clos
   const [code] = await exited
   t.equal(code, 0, 'clean exit')
 })
+
+t.test('SIGTERM: a keep-alive connection whose response started before the drain is not ended under the balancer: its next request is answered and told to close (keepalive_end_races_next_request)', async t => {
+  // The server ended such a connection as its response ended. The response had gone out
+  // without Connection: close, so a balancer kept the connection and could send its next
+  // request on it just as our FIN arrived: nginx answered that request 502 (once in ~1,300
+  // requests of test/balancers/rolling-restart.test.ts, in CI).
+  // A drain long enough for a loaded machine to read the download and wait well within it.
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '10', SHUTDOWN_GRACE_SECONDS: '10' })
+  const size = 16 * 1024 * 1024
+  const form = new FormData()
+  form.append('file', new Blob([Buffer.alloc(size, 'd')]), 'big.bin')
+  const { code } = await (await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': 'k' }, body: form })).json() as { code: string }
+
+  const { port } = new URL(server.url)
+  const socket = net.connect(Number(port), '127.0.0.1')
+  await once(socket, 'connect')
+  t.teardown(() => socket.destroy())
+  // Bytes received, kept whole only from `keepFrom` on (the download's body is only counted).
+  let total = 0
+  let keepFrom = 0
+  let kept = Buffer.alloc(0)
+  socket.on('data', (c: Buffer) => {
+    if (total + c.length > keepFrom) kept = Buffer.concat([kept, c.subarray(Math.max(0, keepFrom - total))])
+    total += c.length
+  })
+  let ended = false
+  socket.on('end', () => { ended = true })
+  socket.write(`GET /download/${code} HTTP/1.1\r\nHost: x\r\n\r\n`)
+  // The response has started; reading stops, so it is still running when SIGTERM arrives.
+  await new Promise<void>(resolve => { socket.once('data', () => { socket.pause(); resolve() }) })
+  const exited = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  const killedAt = Date.now()
+  await new Promise(resolve => setTimeout(resolve, 300))
+  socket.resume()
+  /** The next whole response from `keepFrom` on: its head, and where the one after starts. */
+  const whole = async (): Promise<{ head: string, end: number }> => {
+    for (;;) {
+      const at = kept.indexOf('\r\n\r\n')
+      if (at >= 0) {
+        const head = kept.subarray(0, at).toString('latin1')
+        const end = keepFrom + at + 4 + Number(/\r\ncontent-length: (\d+)/i.exec(head)?.[1] ?? 0)
+        if (total >= end) return { head, end }
+      }
+      if (ended) throw new Error(`connection ended after ${total} bytes`)
+      await new Promise(resolve => setTimeout(resolve, 20))
+    }
+  }
+  const first = await whole()
+  keepFrom = first.end
+  kept = Buffer.alloc(0)
+  t.match(first.head, /^HTTP\/1\.1 200 /, 'the download that started before the drain completes')
+  t.notMatch(first.head, /\r\nconnection: close\r\n/i, 'its headers went out before the drain: the client may keep the connection')
+  await new Promise(resolve => setTimeout(resolve, 300))
+  const killedAgo = Date.now() - killedAt
+  if (killedAgo > 9000) throw new Error(`the download took until ${killedAgo} ms after SIGTERM: too close to the end of the drain to tell`)
+  t.notOk(ended, 'the server did not end it under a client that may be sending its next request')
+  const closed = once(socket, 'close')
+  socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+  const second = await whole()
+  t.match(second.head, /^HTTP\/1\.1 200 /, 'the next request on it is answered')
+  t.match(second.head, /\r\nconnection: close\r\n/i, 'and told the connection closes')
+  await closed
+  const [exitCode] = await exited
+  t.equal(exitCode, 0, 'clean exit')
+})
