@@ -45,6 +45,8 @@ const CLOSE_WAIT_FOR_ACCEPT_MS = 50
 
 export default fp(async function lifecycle (app: FastifyInstance) {
   let draining = false
+  /** The listener is closed (or closing): see the onResponse hook. */
+  let listenerClosed = false
   let shutdown: Promise<void> | undefined
   // Open sockets, so that those that never sent a byte can be closed with the listener. One
   // 'close' listener each (no 'data' listener: Node's parser reads the socket itself).
@@ -55,6 +57,8 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   })
   app.addHook('preClose', async () => {
     draining = true
+    // fastify closes the listener right after this hook (a no-op after closeListener).
+    listenerClosed = true
     // After fastify's server.close() (which runs once the preClose hooks are done): no new
     // connection can arrive. Those still silent after SILENT_GRACE_MS are nobody's request.
     setImmediate(() => {
@@ -74,7 +78,6 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   // 502), so while the listener is open it stays: its next request is answered and told to
   // close, and close() ends it if it is still idle. After the listener closed, close() ends no
   // connection that becomes idle later, so each one is ended as its response ends.
-  let listenerClosed = false
   app.addHook('onResponse', (req, _reply, done) => { if (listenerClosed) req.raw.socket.end(); done() })
 
   /**

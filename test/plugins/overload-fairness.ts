@@ -45,9 +45,11 @@ const SERVICE_HEADERS_MS = 30_000 + 1000
  * A stopped reader's windows start over while the server has nothing queued for it (the file
  * still coming from storage: 140 readers of 50 MB at once from S3 on a loaded machine take
  * tens of seconds to back up), so its bound counts from a moment the test cannot see; it gets
- * a looser one.
+ * a looser one. Two windows more were not enough on S3 in a CI run beside other tests: 21
+ * readers were cut 132.9–134.9 s after the burst (bound 130 s), all at once, when storage had
+ * caught up.
  */
-const READER_BOUND_MS = STALLED_BOUND_MS + 2 * WINDOW_MS
+const READER_BOUND_MS = STALLED_BOUND_MS + 3 * WINDOW_MS
 
 /** Where the clients connect, and what serves them. */
 export interface ScenarioTarget {
