@@ -89,7 +89,10 @@ export default fp(async function lifecycle (app: FastifyInstance) {
    */
   function closeListener (): Promise<void> {
     return new Promise(resolve => {
+      let closed = false
       const close = () => {
+        if (closed) return
+        closed = true
         app.server.off('connection', afterAccept)
         clearTimeout(idle)
         listenerClosed = true
