@@ -30,6 +30,7 @@ export interface TestRedisCluster {
 export async function startRedisCluster (opts: { password?: string, replicas?: number } = {}): Promise<TestRedisCluster> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dropcode-redis-cluster-'))
   const ports: number[] = []
+  const buses: number[] = []
   const children: ChildProcess[] = []
   const auth = opts.password !== undefined ? ['--requirepass', opts.password, '--masterauth', opts.password] : []
   const kill = async (c: ChildProcess) => {
@@ -48,6 +49,7 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
     for (let i = 0; i < 3 * (1 + replicas); i++) {
       const [port, bus] = [await freePort(), await freePort()]
       ports.push(port)
+      buses.push(bus)
       children.push(spawn('redis-server', [
         '--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1',
         '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
@@ -57,16 +59,27 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
     await Promise.all(ports.map(port => until(() => probe(port, opts.password, 'PING'), `redis-server on ${port}`)))
     await run('redis-cli', [...(opts.password !== undefined ? ['-a', opts.password, '--no-auth-warning'] : []),
       '--cluster', 'create', ...ports.map(p => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
+    const joined = Date.now()
+    let met = 0
     await Promise.all(ports.map(port => until(async () => {
       const info = await probe(port, opts.password, 'CLUSTER', 'INFO')
-      if (!/cluster_state:ok/.test(info) || !info.includes(`cluster_known_nodes:${ports.length}`)) throw new Error(info)
+      if (!info.includes(`cluster_known_nodes:${ports.length}`)) {
+        // Gossip lost a node: one node knew only 2 of 3 after 15 s in a CI run on a loaded
+        // machine. Meeting a node again is harmless, and joins one that was missed (asked
+        // after 3 s, and then every 3 s).
+        if (Date.now() - joined < 3000 || Date.now() - met < 3000) throw new Error(info)
+        met = Date.now()
+        await Promise.all(ports.filter(p => p !== port).map(p => probe(port, opts.password, 'CLUSTER', 'MEET', '127.0.0.1', String(p), String(buses[ports.indexOf(p)]))))
+        throw new Error(info)
+      }
+      if (!/cluster_state:ok/.test(info)) throw new Error(info)
       // Replicas are attached after the slots are assigned: wait until every node sees them all.
       const roles = (await probe(port, opts.password, 'CLUSTER', 'NODES')).split('\n').filter(l => /[ ,]slave /.test(l)).length
       if (roles !== 3 * replicas) throw new Error(`${roles} replicas known`)
       // A replica that never finished its first sync refuses to take over (its data is too old).
       const repl = await probe(port, opts.password, 'INFO', 'replication')
       if (/role:slave/.test(repl) && !/master_link_status:up/.test(repl)) throw new Error('replica not in sync')
-    }, `cluster_state:ok on ${port}`)))
+    }, `cluster_state:ok on ${port}`, 30_000)))
   } catch (err) {
     await stop()
     throw err
