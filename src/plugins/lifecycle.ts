@@ -8,8 +8,8 @@
  *    that when the listener closes no balancer holds an idle keep-alive connection to us (a
  *    keep-alive connection whose response had started is left open: its next request is
  *    answered and told to close, see `listenerClosed`);
- * 2. closing: the listener stops accepting, right after a pass of accepting (`closeListener`);
- *    idle keep-alive connections are closed, and so are
+ * 2. closing: the listener stops accepting, right after the loop accepted what was waiting
+ *    (`closeAfterPoll`, src/http/close-listener.ts); idle keep-alive connections are closed, and so are
  *    connections that have not sent a byte SILENT_GRACE_MS later (Node counts them neither idle
  *    nor busy, so they held a shutdown up to its grace period: a pool's connection opened ahead
  *    of use); requests already running get `graceMs` to finish (a cut download has been
@@ -19,6 +19,7 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import { closeAfterPoll } from '../http/close-listener.js'
 
 export interface Lifecycle {
   /** True from the start of a shutdown: /readyz answers 503. */
@@ -40,8 +41,6 @@ declare module 'fastify' {
  * (502; test/balancers/rolling-restart.test.ts).
  */
 const SILENT_GRACE_MS = 1000
-/** ms the listener waits for a connection to arrive, so that it closes right after accepting. */
-const CLOSE_WAIT_FOR_ACCEPT_MS = 50
 
 export default fp(async function lifecycle (app: FastifyInstance) {
   let draining = false
@@ -57,7 +56,7 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   })
   app.addHook('preClose', async () => {
     draining = true
-    // fastify closes the listener right after this hook (a no-op after closeListener).
+    // fastify closes the listener right after this hook (a no-op after closeAfterPoll).
     listenerClosed = true
     // After fastify's server.close() (which runs once the preClose hooks are done): no new
     // connection can arrive. Those still silent after SILENT_GRACE_MS are nobody's request.
@@ -80,31 +79,6 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   // connection that becomes idle later, so each one is ended as its response ends.
   app.addHook('onResponse', (req, _reply, done) => { if (listenerClosed) req.raw.socket.end(); done() })
 
-  /**
-   * Stops accepting right after Node accepted what was waiting. Connections the kernel has
-   * completed but Node has not yet accepted are reset when the listener closes, after the
-   * balancer may have written its request (nginx answers that 502 and cannot retry an upload).
-   * libuv accepts until the queue is empty and then runs setImmediate callbacks, so closing
-   * there leaves the shortest window; with no connection arriving, the queue is empty anyway.
-   */
-  function closeListener (): Promise<void> {
-    return new Promise(resolve => {
-      let closed = false
-      const close = () => {
-        if (closed) return
-        closed = true
-        app.server.off('connection', afterAccept)
-        clearTimeout(idle)
-        listenerClosed = true
-        app.server.close()
-        resolve()
-      }
-      const afterAccept = () => { setImmediate(close) }
-      app.server.once('connection', afterAccept)
-      const idle = setTimeout(close, CLOSE_WAIT_FOR_ACCEPT_MS)
-    })
-  }
-
   app.decorate('lifecycle', {
     get draining () { return draining },
     shutdown ({ drainMs, graceMs }) {
@@ -112,7 +86,8 @@ export default fp(async function lifecycle (app: FastifyInstance) {
         draining = true
         app.log.info({ drainMs, graceMs }, 'shutting down: draining (readyz answers 503)')
         await new Promise(resolve => setTimeout(resolve, drainMs))
-        await closeListener()
+        await closeAfterPoll(app.server)
+        listenerClosed = true
         app.log.info('closing the listener; in-flight requests may finish')
         // Transfers still running after the grace period (a stalled client, say) are cut, so a
         // shutdown always ends.

@@ -9,7 +9,8 @@
  *
  * Found here: behind nginx, requests sent just as an instance closed its listener were reset
  * (an upload then is a 502): the service now ends every connection from the start of the drain
- * (src/plugins/lifecycle.ts).
+ * (src/plugins/lifecycle.ts), and closes its listener only after a quick poll that found no
+ * connection waiting (src/http/close-listener.ts; in CI two uploads 300 ms apart were reset).
  */
 import fs from 'node:fs'
 import path from 'node:path'
@@ -128,7 +129,7 @@ for (const kind of ['nginx', 'haproxy'] as const) {
     t.comment(events.join('\n'))
     const errors = instances.concat(longServer).flatMap(s => s.logs.filter(l => Number(l.status) >= 500).map(l => JSON.stringify(l)))
     t.equal(report.failures.length, 0, `${kind}: ${report.failures.length} of ${report.requests} requests failed during the rolling restart`, {
-      failures: report.failures.slice(0, 30), events, balancer: unexpected(lb.errors()).slice(0, 20), instanceErrors: errors.slice(0, 20)
+      balancer: unexpected(lb.errors()).slice(0, 10), failures: report.failures.slice(0, 10), instanceErrors: errors.slice(0, 5), events
     })
     t.ok(Object.values(report.byKind).every(n => n > 0) && Object.keys(report.byKind).length === 5, `every kind of request ran (${mix})`)
 

@@ -47,6 +47,9 @@ export interface TrafficReport {
 
 const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
 
+/** A body in one short line: a balancer's error page by its title (CI prints 300 columns of the diagnostics). */
+const brief = (text: string): string => /<title>([^<]*)<\/title>/.exec(text)?.[1] ?? text.slice(0, 200)
+
 async function curlUpload (url: string, file: string): Promise<string | undefined> {
   const child = spawn('curl', ['-sS', '--max-time', String(REQUEST_TIMEOUT_MS / 1000), '-o', '/dev/null', '-w', '%{http_code}', '-H', `X-Client-Key: ${API_KEY}`, '-F', `file=@${file}`, `${url}/upload`], { stdio: ['ignore', 'pipe', 'pipe'] })
   let [stdout, stderr] = ['', '']
@@ -66,7 +69,7 @@ async function request (kind: Kind, o: TrafficOptions, body: Blob): Promise<stri
       fd.append('file', body, 'traffic.bin')
       const res = await fetch(`${o.url}/upload`, { method: 'POST', headers: { 'x-client-key': API_KEY }, body: fd, signal })
       const text = await res.text()
-      return res.status === 200 && (JSON.parse(text) as { size: number }).size === UPLOAD_SIZE ? undefined : `${res.status} ${text.slice(0, 200)}`
+      return res.status === 200 && (JSON.parse(text) as { size: number }).size === UPLOAD_SIZE ? undefined : `${res.status} ${brief(text)}`
     }
     case 'download': {
       const res = await fetch(`${o.url}/download/${o.code}`, { signal })
