@@ -23,6 +23,10 @@ export interface TestRedisCluster {
   env (): Record<string, string>
   /** kill -9 of the node on `port` (without replicas, the cluster is not usable afterwards). */
   killNode (port: number): Promise<void>
+  /** Resolves once every replica has applied everything its master had written when called. */
+  replicated (): Promise<void>
+  /** CLUSTER NODES as a node still running sees it (for a failure to say). */
+  table (): Promise<string>
   stop (): Promise<void>
 }
 
@@ -90,6 +94,25 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
     ports,
     password: opts.password,
     killNode: port => kill(children[ports.indexOf(port)]!),
+    async replicated () {
+      // Replication is asynchronous: each replica's own offset must reach its master's.
+      const running = ports.filter((_, i) => children[i]!.exitCode === null && children[i]!.signalCode === null)
+      for (const port of running) {
+        const info = await probe(port, opts.password, 'INFO', 'replication')
+        if (!/role:master/.test(info)) continue
+        const target = Number(/master_repl_offset:(\d+)/.exec(info)?.[1] ?? 0)
+        for (const [, replica] of info.matchAll(/slave\d+:ip=[^,]+,port=(\d+)/g)) {
+          await until(async () => {
+            const applied = Number(/slave_repl_offset:(\d+)/.exec(await probe(Number(replica), opts.password, 'INFO', 'replication'))?.[1] ?? -1)
+            if (applied < target) throw new Error(`replica ${replica} of ${port} at offset ${applied}, master at ${target}`)
+          }, 'replication', 10_000)
+        }
+      }
+    },
+    async table () {
+      const port = ports.find((_, i) => children[i]!.exitCode === null && children[i]!.signalCode === null)
+      return port === undefined ? 'no node running' : await probe(port, opts.password, 'CLUSTER', 'NODES')
+    },
     env: () => ({ STATE_DRIVER: 'redis', REDIS_CLUSTER_NODES: nodes, ...(opts.password !== undefined ? { REDIS_PASSWORD: opts.password } : {}) }),
     stop
   }
