@@ -130,6 +130,8 @@ async function chunked (args: UploadArgs, client: Client, source: Source, state:
   const total = Math.ceil(size / args.chunkSize)
   const wanted = { size, chunkSize: args.chunkSize, maxDownloads: args.maxDownloads, expiryHours: args.expiryHours }
   const progress = makeProgress('upload', size, args)
+  const hint = async () => args.parallel ?? await suggestedParallel(client)
+  let parallel: Promise<number> | undefined
 
   let uploadId: string | undefined
   let missing: number[] = []
@@ -149,6 +151,8 @@ async function chunked (args: UploadArgs, client: Client, source: Source, state:
     }
   }
   if (uploadId === undefined) {
+    // Asked beside the session's start, not after it: one round trip fewer before the first chunk.
+    parallel = hint()
     const form = new Multipart().field('filename', source.name).field('total_chunks', total).field('chunk_size', args.chunkSize)
       .field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours).field('sha256', known?.sha256)
     uploadId = (await client.json<{ upload_id: string }>('upload start', 'POST', '/upload/start', form)).upload_id
@@ -156,7 +160,7 @@ async function chunked (args: UploadArgs, client: Client, source: Source, state:
     missing = Array.from({ length: total }, (_, i) => i)
   }
 
-  const sha256 = await sendChunks(args, client, source, size, known, uploadId, missing, progress)
+  const sha256 = await sendChunks(args, client, source, size, known, uploadId, missing, await (parallel ?? hint()), progress)
   // sha256 at complete: checked before anything is published (a service that predates it
   // ignores it; the answer's sha256 is compared below either way).
   const form = new Multipart().field('upload_id', uploadId).field('sha256', sha256)
@@ -203,11 +207,11 @@ async function resume (client: Client, uploadId: string, chunks: string[]): Prom
 }
 
 /**
- * Sends `missing` with at most `--parallel` requests (and chunk buffers) at once; resolves with
+ * Sends `missing` with at most `parallel` requests at once, the next chunk read meanwhile (one
+ * chunk buffer more than requests: with one in flight, the file's read is off the path); resolves with
  * the input's SHA-256: `known`'s, or (every chunk sent, in order) hashed as they were read.
  */
-async function sendChunks (args: UploadArgs, client: Client, source: Source, size: number, known: Digests | undefined, uploadId: string, missing: number[], progress: Progress): Promise<string> {
-  const parallel = args.parallel ?? await suggestedParallel(client)
+async function sendChunks (args: UploadArgs, client: Client, source: Source, size: number, known: Digests | undefined, uploadId: string, missing: number[], parallel: number, progress: Progress): Promise<string> {
   const hasher = known === undefined ? new Hasher() : undefined
   const running = new Set<Promise<void>>()
   let failure: unknown
@@ -218,6 +222,8 @@ async function sendChunks (args: UploadArgs, client: Client, source: Source, siz
   const reuse = (data: Buffer) => { free.push(Buffer.from(data.buffer, data.byteOffset, args.chunkSize)) }
   try {
     for await (const { index, data } of readChunks(source, args.chunkSize, size, missing, alloc)) {
+      // This chunk was read while the ones in flight went out; now it waits for a slot.
+      while (running.size >= parallel && failure === undefined) await Promise.race(running)
       if (failure !== undefined) break
       const form = new Multipart().field('upload_id', uploadId).field('chunk_index', index)
       const sha = known?.chunks?.[index]
@@ -236,7 +242,6 @@ async function sendChunks (args: UploadArgs, client: Client, source: Source, siz
       // The worker may still read the buffer after a request failed early.
       Promise.allSettled([sent, hashed]).then(() => reuse(data), () => {})
       running.add(p)
-      if (running.size >= parallel) await Promise.race(running)
     }
     await Promise.all(running)
     if (failure !== undefined) throw failure
