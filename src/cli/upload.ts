@@ -223,7 +223,7 @@ async function sendChunks (args: UploadArgs, client: Client, source: Source, siz
   try {
     for await (const { index, data } of readChunks(source, args.chunkSize, size, missing, alloc)) {
       // This chunk was read while the ones in flight went out; now it waits for a slot.
-      while (running.size >= parallel && failure === undefined) await Promise.race(running)
+      if (running.size >= parallel) await Promise.race(running)
       if (failure !== undefined) break
       const form = new Multipart().field('upload_id', uploadId).field('chunk_index', index)
       const sha = known?.chunks?.[index]
