@@ -26,8 +26,7 @@ export const QUICK_ITERATION_MS = 5
 export const CLOSE_WITHIN_MS = 2000
 
 /** Closes `server`'s listener right after a quick poll that found nothing waiting, within CLOSE_WITHIN_MS; resolves once closed. */
-export function closeAfterPoll (server: Server, opts: { quickMs?: number, withinMs?: number } = {}): Promise<void> {
-  const quickMs = opts.quickMs ?? QUICK_ITERATION_MS
+export function closeAfterPoll (server: Server, opts: { withinMs?: number } = {}): Promise<void> {
   const deadline = performance.now() + (opts.withinMs ?? CLOSE_WITHIN_MS)
   return new Promise(resolve => {
     // Measured from one check phase to the next, so that exactly one poll lies between: the
@@ -38,7 +37,7 @@ export function closeAfterPoll (server: Server, opts: { quickMs?: number, within
     server.on('connection', onConnection)
     const attempt = () => {
       const now = performance.now()
-      if ((previous !== undefined && now - previous <= quickMs && !accepted) || now >= deadline) {
+      if ((previous !== undefined && now - previous <= QUICK_ITERATION_MS && !accepted) || now >= deadline) {
         server.off('connection', onConnection)
         server.close()
         resolve()

@@ -23,6 +23,7 @@ import type { TestS3 } from '../helpers/s3.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
 import { cliEnv, fileSize, runCli, until } from '../cli/run.js'
 import { dataDir } from '../helpers/tmp.js'
+import { curl } from '../helpers/curl.js'
 
 const MiB = 1024 * 1024
 const exec = promisify(execFile)
@@ -45,15 +46,7 @@ export function writeFile (dir: string, name: string, size: number): string {
 
 export const sha256File = async (file: string) => (await exec('sha256sum', [file])).stdout.split(' ')[0]!
 
-/** curl's exit code, stdout and stderr (never throws on a failed transfer). */
-export async function curl (args: string[]): Promise<{ code: number, stdout: string, stderr: string }> {
-  const child = spawn('curl', args, { stdio: ['ignore', 'pipe', 'pipe'] })
-  let [stdout, stderr] = ['', '']
-  child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
-  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
-  const [code] = await once(child, 'close') as [number]
-  return { code, stdout, stderr }
-}
+export { curl }
 
 export async function curlUpload (url: string, file: string, fields: string[] = [], key = API_KEY): Promise<{ code: string, sha256: string, size: number }> {
   const res = await curl(['-sS', '--fail-with-body', '-H', `X-Client-Key: ${key}`, '-F', `file=@${file}`, ...fields.flatMap(f => ['-F', f]), `${url}/upload`])

@@ -13,6 +13,7 @@ import { Redis } from 'ioredis'
 import { freePort } from './ports.js'
 
 const run = promisify(execFile)
+const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null
 
 export interface TestRedisCluster {
   /** host:port of every node, as REDIS_CLUSTER_NODES wants them. */
@@ -38,7 +39,7 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
   const children: ChildProcess[] = []
   const auth = opts.password !== undefined ? ['--requirepass', opts.password, '--masterauth', opts.password] : []
   const kill = async (c: ChildProcess) => {
-    if (c.exitCode !== null || c.signalCode !== null) return
+    if (!alive(c)) return
     const exited = new Promise(resolve => c.once('exit', resolve))
     c.kill('SIGKILL')
     await exited
@@ -96,7 +97,7 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
     killNode: port => kill(children[ports.indexOf(port)]!),
     async replicated () {
       // Replication is asynchronous: each replica's own offset must reach its master's.
-      const running = ports.filter((_, i) => children[i]!.exitCode === null && children[i]!.signalCode === null)
+      const running = ports.filter((_, i) => alive(children[i]!))
       for (const port of running) {
         const info = await probe(port, opts.password, 'INFO', 'replication')
         if (!/role:master/.test(info)) continue
@@ -110,7 +111,7 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
       }
     },
     async table () {
-      const port = ports.find((_, i) => children[i]!.exitCode === null && children[i]!.signalCode === null)
+      const port = ports.find((_, i) => alive(children[i]!))
       return port === undefined ? 'no node running' : await probe(port, opts.password, 'CLUSTER', 'NODES')
     },
     env: () => ({ STATE_DRIVER: 'redis', REDIS_CLUSTER_NODES: nodes, ...(opts.password !== undefined ? { REDIS_PASSWORD: opts.password } : {}) }),

@@ -4,13 +4,13 @@
  * busy (a stalled loop, as on a loaded CI machine or in a GC pause), which is how an instance's
  * drain lost two uploads behind nginx (listener_close_resets_queued_connections).
  */
-import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import http from 'node:http'
 import net from 'node:net'
 import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import { closeAfterPoll } from '../../src/http/close-listener.js'
+import { curl } from '../helpers/curl.js'
 
 /** Clients started during each stall. */
 const CLIENTS = 5
@@ -22,15 +22,10 @@ function busyWait (ms: number): void {
   while (Date.now() < end) { /* the loop is stalled */ }
 }
 
-/** curl's exit code and the HTTP status it got ('000' without an answer). */
-async function curl (url: string): Promise<string> {
-  const child = spawn('curl', ['-sS', '--max-time', '20', '-o', '/dev/null', '-w', '%{http_code}', url], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.on('data', (c: Buffer) => { out += c.toString() })
-  child.stderr.on('data', (c: Buffer) => { err += c.toString() })
-  const [code] = await once(child, 'close') as [number]
-  return code === 0 ? out : `curl ${code} ${out} ${err.trim()}`
+/** The HTTP status curl got, or its exit code and error (a reset: `curl 56 … reset by peer`). */
+async function status (url: string): Promise<string> {
+  const res = await curl(['-sS', '--max-time', '20', '-o', '/dev/null', '-w', '%{http_code}', url])
+  return res.code === 0 ? res.stdout : `curl ${res.code} ${res.stdout} ${res.stderr.trim()}`
 }
 
 async function listeningServer (t: Test): Promise<{ server: http.Server, url: string }> {
@@ -43,7 +38,7 @@ async function listeningServer (t: Test): Promise<{ server: http.Server, url: st
 
 /** Starts the clients and stalls the loop while they connect; their results once done. */
 function clientsDuringStall (url: string): Promise<string[]> {
-  const results = Array.from({ length: CLIENTS }, async () => await curl(url))
+  const results = Array.from({ length: CLIENTS }, async () => await status(url))
   busyWait(STALL_MS)
   return Promise.all(results)
 }
