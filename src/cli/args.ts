@@ -79,7 +79,8 @@ Options:
   --key KEY            API key, sent as X-Client-Key (default: $DROPCODE_KEY)
   --max-downloads N    downloads allowed (service default 1)
   --expiry-hours H     hours until the file expires (service default 24)
-  --chunk-size SIZE    bytes per chunk: 8M, 16MiB, 1048576 (default 8M; the service's MAX_CHUNK_SIZE caps it)
+  --chunk-size SIZE    bytes per chunk: 8M, 16MiB, 1048576 (default: what the service suggests, 64M on its
+                       filesystem storage, its part size on S3, else 8M; its MAX_CHUNK_SIZE caps it)
   --parallel N         chunks in flight (default: what the service suggests, 1 on its
                        filesystem storage, 4 on S3; 4 if it does not say)
   --name NAME          filename to store (default: the base name; NAME.tar for a directory; "stdin")
@@ -132,7 +133,8 @@ export interface UploadArgs extends Common {
   key: string
   maxDownloads?: number | undefined
   expiryHours?: number | undefined
-  chunkSize: number
+  /** Bytes per chunk; undefined: the service's `chunk_size` hint (GET /limits), else 8 MiB. */
+  chunkSize: number | undefined
   /** Chunks in flight; undefined: the service's `chunks_in_flight` hint (GET /limits), else 4. */
   parallel: number | undefined
   name?: string | undefined
@@ -207,7 +209,7 @@ export function parse (argv: string[], env: NodeJS.ProcessEnv): Args {
       key,
       maxDownloads: positiveInt('max-downloads', v['max-downloads'] as string | undefined),
       expiryHours: positiveInt('expiry-hours', v['expiry-hours'] as string | undefined),
-      chunkSize: v['chunk-size'] !== undefined ? parseSize(v['chunk-size'] as string) : 8 * MiB,
+      chunkSize: v['chunk-size'] !== undefined ? parseSize(v['chunk-size'] as string) : undefined,
       parallel: positiveInt('parallel', v.parallel as string | undefined),
       name: v.name as string | undefined
     }

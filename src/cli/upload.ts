@@ -1,6 +1,7 @@
 /**
  * `dropcode upload`: one request for what fits in a chunk, else a chunked session with
- * `--parallel` chunks in flight (by default the number the service suggests in /limits).
+ * `--parallel` chunks in flight of `--chunk-size` bytes (by default what the service suggests in
+ * /limits: on its filesystem storage one chunk of 64 MiB at a time, on S3 4 parts at once).
  * Every byte is covered by a digest the service checks: the file's `sha256` (on /upload after
  * the file part; at /upload/complete for a session) and each chunk's `chunk_sha256` (after the
  * chunk's bytes).
@@ -20,7 +21,7 @@
  */
 import { createHash } from 'node:crypto'
 import { Readable, Transform } from 'node:stream'
-import type { UploadArgs } from './args.js'
+import { MiB, type UploadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
 import { Hasher, sharedBuffer } from './hasher.js'
 import type { Client } from './http.js'
@@ -31,6 +32,13 @@ import { StateFile, stateWarning } from './state.js'
 
 /** The most chunks in flight a service's hint can ask for (and the sockets kept for them). */
 export const MAX_SUGGESTED_PARALLEL = 8
+/** Bytes per chunk when neither --chunk-size nor the service says; a file up to it is one request. */
+const DEFAULT_CHUNK_SIZE = 8 * MiB
+/** The chunk sizes a service's hint can ask for: the CLI holds one chunk more than it has in flight. */
+const SUGGESTED_CHUNK_SIZE = { min: MiB, max: 64 * MiB }
+
+/** A chunked upload's settings once the service's hints are in. */
+type SizedArgs = UploadArgs & { chunkSize: number }
 
 export interface UploadResult {
   code: string
@@ -59,18 +67,22 @@ const SLICE = 1024 * 1024
 
 export async function upload (args: UploadArgs, client: Client): Promise<UploadResult> {
   const source = await openSource(args.path, args.name)
+  // GET /limits, asked at most once and only for what the options leave open.
+  let hints: Promise<Hints> | undefined
+  const hinted = () => (hints ??= serviceHints(client))
   let answer: Answer
-  if (source.kind === 'stdin' || (source.kind === 'file' && source.size! <= args.chunkSize)) {
+  if (source.kind === 'stdin' || (source.kind === 'file' && source.size! <= (args.chunkSize ?? DEFAULT_CHUNK_SIZE))) {
     answer = await single(args, client, source, source.size, undefined)
   } else {
-    const state = uploadState(args, client, source)
+    const sized = { ...args, chunkSize: args.chunkSize ?? (await hinted()).chunkSize }
+    const state = uploadState(sized, client, source)
     const saved = await state.read()
     // Only a resume needs the chunks' digests before sending (to compare them with verify's).
-    const known = saved !== undefined ? await digest(source, args.chunkSize, true) : undefined
+    const known = saved !== undefined ? await digest(source, sized.chunkSize, true) : undefined
     const size = known?.size ?? source.size ?? await measure(source)
-    answer = size <= args.chunkSize
+    answer = size <= sized.chunkSize
       ? await single(args, client, source, size, known?.sha256)
-      : await chunked(args, client, source, state, saved, size, known)
+      : await chunked(sized, client, source, state, saved, size, known, async () => args.parallel ?? (await hinted()).parallel)
   }
   const expiryHours = args.expiryHours ?? 24
   return { code: answer.code, size: answer.size, sha256: answer.sha256, name: source.name, expiry_hours: expiryHours, expires_at: new Date(Date.now() + expiryHours * 3_600_000).toISOString() }
@@ -119,18 +131,17 @@ function stateIdentity (client: Client, source: Source, chunkSize: number): unkn
 }
 
 /** Bound to the key: another key's session is never resumed (nor its file found). */
-const uploadState = (args: UploadArgs, client: Client, source: Source) =>
+const uploadState = (args: SizedArgs, client: Client, source: Source) =>
   new StateFile<UploadState>('upload', stateIdentity(client, source, args.chunkSize), { key: args.key, warn: stateWarning(args) })
 
 /**
  * A chunked session: `known` (the input's digests, from the pass a resume makes) lets a saved
  * session be continued; without it a new session starts and the chunks are hashed as they go.
  */
-async function chunked (args: UploadArgs, client: Client, source: Source, state: StateFile<UploadState>, saved: UploadState | undefined, size: number, known: Digests | undefined): Promise<Answer> {
+async function chunked (args: SizedArgs, client: Client, source: Source, state: StateFile<UploadState>, saved: UploadState | undefined, size: number, known: Digests | undefined, hint: () => Promise<number>): Promise<Answer> {
   const total = Math.ceil(size / args.chunkSize)
   const wanted = { size, chunkSize: args.chunkSize, maxDownloads: args.maxDownloads, expiryHours: args.expiryHours }
   const progress = makeProgress('upload', size, args)
-  const hint = async () => args.parallel ?? await suggestedParallel(client)
   let parallel: Promise<number> | undefined
 
   let uploadId: string | undefined
@@ -151,7 +162,7 @@ async function chunked (args: UploadArgs, client: Client, source: Source, state:
     }
   }
   if (uploadId === undefined) {
-    // Asked beside the session's start, not after it: one round trip fewer before the first chunk.
+    // Asked beside the session's start (when the chunk size did not need it before).
     parallel = hint()
     const form = new Multipart().field('filename', source.name).field('total_chunks', total).field('chunk_size', args.chunkSize)
       .field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours).field('sha256', known?.sha256)
@@ -211,7 +222,7 @@ async function resume (client: Client, uploadId: string, chunks: string[]): Prom
  * chunk buffer more than requests: with one in flight, the file's read is off the path); resolves with
  * the input's SHA-256: `known`'s, or (every chunk sent, in order) hashed as they were read.
  */
-async function sendChunks (args: UploadArgs, client: Client, source: Source, size: number, known: Digests | undefined, uploadId: string, missing: number[], parallel: number, progress: Progress): Promise<string> {
+async function sendChunks (args: SizedArgs, client: Client, source: Source, size: number, known: Digests | undefined, uploadId: string, missing: number[], parallel: number, progress: Progress): Promise<string> {
   const hasher = known === undefined ? new Hasher() : undefined
   const running = new Set<Promise<void>>()
   let failure: unknown
@@ -251,18 +262,28 @@ async function sendChunks (args: UploadArgs, client: Client, source: Source, siz
   }
 }
 
+interface Hints { parallel: number, chunkSize: number }
+
 /**
- * Chunks in flight when `--parallel` was not given: the service's `chunks_in_flight` (GET
- * /limits: 1 on its filesystem storage, where only a chunk that arrives right after the ones
- * before it is hashed as it streams; 4 on S3), or 4 from a service that does not say (or a
- * proxy's answer, or any failure: the hint is not worth a retry).
+ * What GET /limits suggests for the options not given: chunks in flight (`chunks_in_flight`, 1
+ * on the service's filesystem storage, where only a chunk that arrives right after the ones
+ * before it is hashed as it streams; 4 on S3; at most MAX_SUGGESTED_PARALLEL) and bytes per
+ * chunk (`chunk_size`, 64 MiB on its filesystem storage, where each chunk costs a few ms besides
+ * its bytes; its part size on S3; within SUGGESTED_CHUNK_SIZE and max_chunk_size). A service
+ * that does not say (or a proxy's answer, or any failure: the hint is not worth a retry): 4 in
+ * flight, 8 MiB.
  */
-async function suggestedParallel (client: Client): Promise<number> {
+async function serviceHints (client: Client): Promise<Hints> {
+  let limits: Record<string, unknown> = {}
   try {
-    const hint = (await client.json<{ chunks_in_flight?: unknown }>('limits', 'GET', '/limits', undefined, { retry: false })).chunks_in_flight
-    if (typeof hint === 'number' && Number.isInteger(hint) && hint >= 1) return Math.min(hint, MAX_SUGGESTED_PARALLEL)
-  } catch { /* the default */ }
-  return 4
+    limits = await client.json('limits', 'GET', '/limits', undefined, { retry: false })
+  } catch { /* the defaults */ }
+  const count = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 1 ? v : undefined
+  const chunkSize = Math.max(SUGGESTED_CHUNK_SIZE.min, Math.min(count(limits.chunk_size) ?? DEFAULT_CHUNK_SIZE, SUGGESTED_CHUNK_SIZE.max))
+  return {
+    parallel: Math.min(count(limits.chunks_in_flight) ?? 4, MAX_SUGGESTED_PARALLEL),
+    chunkSize: Math.min(chunkSize, count(limits.max_chunk_size) ?? Infinity)
+  }
 }
 
 /** A chunk as a request body that counts its bytes into the progress as they go out. */

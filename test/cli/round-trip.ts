@@ -16,10 +16,12 @@ const CODE_LINE = /^[A-Za-z0-9]{6}\n$/
 
 export async function roundTripSuite (t: Test, pair: DriverPair, backends: Backends) {
   // One service for the file (starting one costs a second or more); each test has its own codes.
-  const server = await startServer(t, testEnv(t, pair, backends, { LOG_LEVEL: 'warn' }))
-  t.test(`${pair}: /limits suggests the chunks in flight the CLI uses without --parallel`, async t => {
-    const limits = await (await fetch(`${server.url}/limits`)).json() as { chunks_in_flight?: number }
+  const serverEnv = testEnv(t, pair, backends, { LOG_LEVEL: 'warn' })
+  const server = await startServer(t, serverEnv)
+  t.test(`${pair}: /limits suggests the chunks in flight and the chunk size the CLI uses without --parallel and --chunk-size`, async t => {
+    const limits = await (await fetch(`${server.url}/limits`)).json() as { chunks_in_flight?: number, chunk_size?: number }
     t.equal(limits.chunks_in_flight, pair.startsWith('fs') ? 1 : 4)
+    t.equal(limits.chunk_size, pair.startsWith('fs') ? 64 * MiB : Number(serverEnv.S3_PART_SIZE ?? 8 * MiB), 'fs: 64 MiB; S3: its part size')
   })
   t.test(`${pair}: a multi-chunk file goes up with chunks in parallel and comes back verified`, async t => {
     const proxy = await startProxy(t, server.url)

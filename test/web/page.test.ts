@@ -94,7 +94,8 @@ t.test('the page is served with a strict CSP, no inline script or style, and /li
     max_expiry_hours: 48,
     default_max_downloads: 1,
     default_expiry_hours: 24,
-    chunks_in_flight: 1
+    chunks_in_flight: 1,
+    chunk_size: Math.min(TEST_CHUNK, 64 * 1024 * 1024) // the filesystem's 64 MiB, within max_chunk_size
   })
 
   const doc = await (await fetch(`${url}/openapi.json`)).json() as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: { properties?: object } }> }> }>> }
