@@ -32,6 +32,14 @@ export class CliError extends Error {
   }
 }
 
+/** The input's bytes differ in number from what was counted before sending them (exit 3 when final). */
+export class InputChanged extends CliError {
+  constructor (message: string) {
+    super(EXIT.LOCAL, message)
+    this.name = 'InputChanged'
+  }
+}
+
 /** The exit code for a service answer that is not a success. */
 export function exitForStatus (status: number, code?: string): ExitCode {
   if (code === 'DROPCODE_DIGEST_MISMATCH') return EXIT.INTEGRITY

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Readable } from 'node:stream'
+import { InputChanged } from './exit-codes.js'
 
 type Part =
   | { kind: 'bytes', data: Buffer }
@@ -69,7 +70,7 @@ export class Multipart {
             sent += chunk.length
             yield chunk
           }
-          if (p.length !== undefined && sent !== p.length) throw new Error(`the input changed while it was sent (${sent} bytes, ${p.length} expected)`)
+          if (p.length !== undefined && sent !== p.length) throw new InputChanged(`the input changed while it was sent (${sent} bytes, ${p.length} expected)`)
         }
       }
       yield end

@@ -9,7 +9,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Readable } from 'node:stream'
 import { cleanFilename } from '../core/filename.js'
-import { CliError, EXIT } from './exit-codes.js'
+import { CliError, EXIT, InputChanged } from './exit-codes.js'
 import { describe } from './http.js'
 import { packDirectory } from './tar.js'
 import { auditTree } from './tree-audit.js'
@@ -146,7 +146,7 @@ export async function * readChunks (source: Source, chunkSize: number, size: num
   for await (const data of readable(source)) {
     let at = 0
     while (at < data.length) {
-      if (index * chunkSize >= size) throw new CliError(EXIT.LOCAL, `${source.path} changed while it was uploaded (the tar grew)`)
+      if (index * chunkSize >= size) throw new InputChanged(`${source.path} changed while it was uploaded (the tar grew)`)
       const take = Math.min(length - fill, data.length - at)
       if (buf !== undefined) data.copy(buf, fill, at, at + take)
       fill += take
@@ -160,5 +160,5 @@ export async function * readChunks (source: Source, chunkSize: number, size: num
       }
     }
   }
-  if (index * chunkSize < size) throw new CliError(EXIT.LOCAL, `${source.path} changed while it was uploaded (the tar shrank)`)
+  if (index * chunkSize < size) throw new InputChanged(`${source.path} changed while it was uploaded (the tar shrank)`)
 }

@@ -9,8 +9,9 @@
  * One read of the input: a fresh session declares `chunk_size` (the embedded store writes each
  * chunk in place and completion copies nothing), reads the chunks in index order, and hashes
  * them in a worker (hasher.ts) while they are sent, each on its own and into the whole file's
- * digest, which goes with /upload/complete. A directory's tar is generated once more before
- * that, only to count its bytes (total_chunks is declared at start).
+ * digest, which goes with /upload/complete. A directory's tar is counted before that from its
+ * entries' metadata (tar.ts tarSize: total_chunks is declared at start), not generated; should
+ * the tar then stream another size (the tree changed), it is measured and sent once more.
  *
  * Resuming: a session's id is kept in a state file (state.ts) named by the server URL, the
  * input's absolute path, its size and mtime (a directory: its path; the saved tar size must
@@ -22,13 +23,14 @@
 import { createHash } from 'node:crypto'
 import { Readable, Transform } from 'node:stream'
 import { MiB, type UploadArgs } from './args.js'
-import { CliError, EXIT } from './exit-codes.js'
+import { CliError, EXIT, InputChanged } from './exit-codes.js'
 import { Hasher, sharedBuffer } from './hasher.js'
-import type { Client } from './http.js'
+import { describe, type Client } from './http.js'
 import { Multipart } from './multipart.js'
 import { progress as makeProgress, type Progress } from './progress.js'
 import { digest, measure, openSource, readChunks, type Digests, type Source } from './source.js'
 import { StateFile, stateWarning } from './state.js'
+import { tarSize } from './tar.js'
 
 /** The most chunks in flight a service's hint can ask for (and the sockets kept for them). */
 export const MAX_SUGGESTED_PARALLEL = 8
@@ -75,17 +77,37 @@ export async function upload (args: UploadArgs, client: Client): Promise<UploadR
     answer = await single(args, client, source, source.size, undefined)
   } else {
     const sized = { ...args, chunkSize: args.chunkSize ?? (await hinted()).chunkSize }
+    const parallel = async () => args.parallel ?? (await hinted()).parallel
     const state = uploadState(sized, client, source)
     const saved = await state.read()
     // Only a resume needs the chunks' digests before sending (to compare them with verify's).
     const known = saved !== undefined ? await digest(source, sized.chunkSize, true) : undefined
-    const size = known?.size ?? source.size ?? await measure(source)
-    answer = size <= sized.chunkSize
+    const send = async (size: number, resumable: UploadState | undefined) => size <= sized.chunkSize
       ? await single(args, client, source, size, known?.sha256)
-      : await chunked(sized, client, source, state, saved, size, known, async () => args.parallel ?? (await hinted()).parallel)
+      : await chunked(sized, client, source, state, resumable, size, known, parallel)
+    const exact = known?.size ?? source.size
+    try {
+      answer = await send(exact ?? await counted(source), saved)
+    } catch (err) {
+      // A directory's tar came out another size than counted (the tree changed meanwhile): its
+      // bytes are measured and sent once more, in a new session.
+      if (!(err instanceof InputChanged) || exact !== undefined) throw err
+      await state.remove()
+      if (!args.quiet) process.stderr.write(`dropcode: ${err.message}; sending it again\n`)
+      answer = await send(await measure(source), undefined)
+    }
   }
   const expiryHours = args.expiryHours ?? 24
   return { code: answer.code, size: answer.size, sha256: answer.sha256, name: source.name, expiry_hours: expiryHours, expires_at: new Date(Date.now() + expiryHours * 3_600_000).toISOString() }
+}
+
+/** A directory's tar size, counted from its entries' metadata (tar.ts): no pass over its bytes. */
+async function counted (source: Source): Promise<number> {
+  try {
+    return await tarSize(source.path)
+  } catch (err) {
+    throw new CliError(EXIT.LOCAL, `cannot read ${source.path}: ${describe(err)}`)
+  }
 }
 
 /** POST /upload, the input streamed with its SHA-256 sent after it (or before, when known). */

@@ -72,7 +72,7 @@ t.test('a digest at complete that is not the stored file\'s: exit 5, nothing pub
   t.same(proxy.seen.filter(s => s.path === '/upload/complete').map(s => s.status), [400], 'refused once, not retried')
 })
 
-t.test('a directory is measured, then sent once with its digest at complete', async t => {
+t.test('a directory is counted from its metadata, then sent once with its digest at complete', async t => {
   const proxy = await startProxy(t, server.url)
   const env = cliEnv(t, proxy.url, API_KEY)
   const dir = path.join(env.cwd, 'site')
@@ -90,4 +90,29 @@ t.test('a directory is measured, then sent once with its digest at complete', as
   const down = await runCli(t, ['download', answer.code, '--extract', '-o', out, '-q'], env)
   t.equal(down.status, 0, down.stderr)
   t.equal(sha256Of(fs.readFileSync(path.join(out, 'site', 'assets', 'big.bin'))), sha256Of(bytes(3 * MiB, 33)))
+})
+
+t.test('a directory that changes after it was counted is measured and sent again, in a new session', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  const dir = path.join(env.cwd, 'site')
+  fs.mkdirSync(path.join(dir, 'assets'), { recursive: true })
+  fs.writeFileSync(path.join(dir, 'index.html'), '<h1>hi</h1>')
+  fs.writeFileSync(path.join(dir, 'assets', 'big.bin'), bytes(3 * MiB, 34))
+  const grown = `<h1>${'x'.repeat(5000)}</h1>`
+  let starts = 0
+  proxy.decide = req => {
+    // Counted already, not yet read: the tree changes under the CLI.
+    if (req.url === '/upload/start' && ++starts === 1) fs.writeFileSync(path.join(dir, 'index.html'), grown)
+    return { kind: 'pass' }
+  }
+  const up = await runCli(t, ['upload', 'site', '--chunk-size', '1M', '--json'], env)
+  t.equal(up.status, 0, up.stderr)
+  t.match(up.stderr, /site changed while it was uploaded \(the tar grew\); sending it again/)
+  t.equal(starts, 2, 'a second session')
+  t.same(stateFiles(env), [], 'no resume state is left')
+  const out = path.join(env.cwd, 'out')
+  const down = await runCli(t, ['download', (JSON.parse(up.stdout) as { code: string }).code, '--extract', '-o', out, '-q'], env)
+  t.equal(down.status, 0, down.stderr)
+  t.equal(fs.readFileSync(path.join(out, 'site', 'index.html'), 'utf8'), grown, 'the tree as it was when sent')
 })
