@@ -7,7 +7,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { Transform, type TransformCallback } from 'node:stream'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { API_KEY, testEnv } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
@@ -72,13 +72,19 @@ t.test('a digest at complete that is not the stored file\'s: exit 5, nothing pub
   t.same(proxy.seen.filter(s => s.path === '/upload/complete').map(s => s.status), [400], 'refused once, not retried')
 })
 
-t.test('a directory is counted from its metadata, then sent once with its digest at complete', async t => {
+/** A proxy to the service, a CLI environment, and `site/` in it: index.html and 3 MiB of `seed` in assets/big.bin. */
+async function siteTest (t: Test, seed: number) {
   const proxy = await startProxy(t, server.url)
   const env = cliEnv(t, proxy.url, API_KEY)
   const dir = path.join(env.cwd, 'site')
   fs.mkdirSync(path.join(dir, 'assets'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'index.html'), '<h1>hi</h1>')
-  fs.writeFileSync(path.join(dir, 'assets', 'big.bin'), bytes(3 * MiB, 33))
+  fs.writeFileSync(path.join(dir, 'assets', 'big.bin'), bytes(3 * MiB, seed))
+  return { proxy, env, dir }
+}
+
+t.test('a directory is counted from its metadata, then sent once with its digest at complete', async t => {
+  const { proxy, env } = await siteTest(t, 33)
   const bodies: Buffer[] = []
   proxy.decide = req => req.url === '/upload/complete' ? { kind: 'alter', request: () => record(bodies) } : { kind: 'pass' }
   const up = await runCli(t, ['upload', 'site', '--chunk-size', '1M', '--json'], env)
@@ -93,12 +99,7 @@ t.test('a directory is counted from its metadata, then sent once with its digest
 })
 
 t.test('a directory that changes after it was counted is measured and sent again, in a new session', async t => {
-  const proxy = await startProxy(t, server.url)
-  const env = cliEnv(t, proxy.url, API_KEY)
-  const dir = path.join(env.cwd, 'site')
-  fs.mkdirSync(path.join(dir, 'assets'), { recursive: true })
-  fs.writeFileSync(path.join(dir, 'index.html'), '<h1>hi</h1>')
-  fs.writeFileSync(path.join(dir, 'assets', 'big.bin'), bytes(3 * MiB, 34))
+  const { proxy, env, dir } = await siteTest(t, 34)
   const grown = `<h1>${'x'.repeat(5000)}</h1>`
   let starts = 0
   proxy.decide = req => {
