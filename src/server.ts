@@ -58,8 +58,17 @@ let metrics: MetricsListener | undefined
 // Closed with the app, after its own listener: scrapes go on while the instance drains.
 app.addHook('onClose', async () => { await metrics?.close() })
 
+/**
+ * Connections the kernel may hold completed before they are accepted. Node's default, 511, is
+ * overrun by a burst (2,000 uploads at once, or any stall of the event loop while they connect):
+ * Linux then answers with SYN cookies, and a connection whose cookie is checked after the queue
+ * has overflowed is reset (`ECONNRESET` for a client already sending its body). Linux caps this
+ * at net.core.somaxconn (4096 since 5.4).
+ */
+const LISTEN_BACKLOG = 4096
+
 try {
-  await app.listen({ host: config.host, port: config.port })
+  await app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG })
 } catch (err) {
   const { message, hint } = listenError(err as NodeJS.ErrnoException, { host: config.host, port: config.port, hostSetting: 'HOST', portSetting: 'PORT', unprivileged: 3000 })
   process.stderr.write(startupLine(message, hint))
