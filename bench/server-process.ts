@@ -1,6 +1,8 @@
 /** The service as a child process for benchmarks: `node` runs the entry point directly, so its pid is the server's. */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
+import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -21,18 +23,30 @@ export interface BenchServer {
   stop (): Promise<void>
 }
 
+/**
+ * Starts `node dist/server.js` with `env`. LOG_LEVEL is warn unless `env` says otherwise: a
+ * workload that keeps the request lines (info) has them written to a temporary file, as a log
+ * collector's pipe would take them, not through this process.
+ */
 export async function startServerProcess (env: Record<string, string>, nodeArgs: string[] = []): Promise<BenchServer> {
   const port = await freePort()
+  const logLevel = env.LOG_LEVEL ?? 'warn'
+  const logFile = logLevel === 'warn' ? undefined : path.join(os.tmpdir(), `dropcode-bench-${port}.log`)
+  const logFd = logFile === undefined ? undefined : fs.openSync(logFile, 'w')
   const inherited = Object.fromEntries(['PATH', 'HOME', 'TMPDIR'].flatMap(k => process.env[k] === undefined ? [] : [[k, process.env[k]!]]))
   const t0 = performance.now()
   const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/server.js')], { // `npm run bench` builds it first
     cwd: ROOT,
     // Only what we set: a stray S3_BUCKET or REDIS_URL in the caller's shell must not switch drivers.
     // The guessing limit is off: the load comes from one address, which would measure 429s.
-    env: { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', RATE_LIMIT_FAILED_LOOKUPS: '0', ...env, PORT: String(port), METRICS_PORT: '0', HOST: '127.0.0.1', API_KEYS: BENCH_KEY, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe']
+    env: { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', RATE_LIMIT_FAILED_LOOKUPS: '0', ...env, PORT: String(port), METRICS_PORT: '0', HOST: '127.0.0.1', API_KEYS: BENCH_KEY, LOG_LEVEL: logLevel },
+    stdio: ['ignore', logFd ?? 'pipe', 'pipe']
   })
-  child.stdout!.pipe(process.stderr)
+  if (logFd !== undefined) {
+    fs.closeSync(logFd) // the child holds its own
+    child.once('exit', () => fs.rmSync(logFile!, { force: true }))
+  }
+  child.stdout?.pipe(process.stderr)
   child.stderr!.pipe(process.stderr)
   // The start-up banner names the metrics listener's URL (METRICS_PORT=0: a free port).
   let banner = ''

@@ -107,7 +107,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     }, drainMs + config.shutdownGraceMs + 15_000)
     hardDeadline.unref()
     // A finished shutdown closed the stores (lifecycle.ts).
-    app.lifecycle.shutdown({ drainMs, graceMs: config.shutdownGraceMs }).then(() => process.exit(0), err => {
+    app.lifecycle.shutdown({ drainMs, graceMs: config.shutdownGraceMs }).then(() => {
+      app.log.info('stopped') // written at exit with the rest of its batch (logging.ts)
+      process.exit(0)
+    }, err => {
       app.log.error({ err }, 'shutdown failed')
       exitAfter(() => app.state.close(), 1).catch(() => {})
     })

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import { buildApp } from '../src/app.js'
 import { maskUrl, serializeError } from '../src/logging.js'
-import { testConfig, testEnv, upload, type Backends, type DriverPair } from './helpers/app.js'
+import { eventually, testConfig, testEnv, upload, type Backends, type DriverPair } from './helpers/app.js'
 import { post, sendChunk, startSession } from './helpers/chunks.js'
 import { startRedis } from './helpers/redis-server.js'
 import { startS3 } from './helpers/s3.js'
@@ -147,6 +147,8 @@ async function fullRun (t: Test, pair: DriverPair, backends: Backends) {
       const refused = await fetch(`${server.url}/download/${live}`)
       await refused.arrayBuffer()
       t.ok(refused.status >= 500, `a claim Redis refuses fails (${refused.status})`)
+      // Lines leave in batches, within LOG_FLUSH_MS (logging.ts).
+      await eventually(async () => { if (!server.logs.some(l => l.level === 50)) throw new Error('no error line yet') }).catch(() => {})
       t.ok(server.logs.some(l => l.level === 50), 'the failure is logged at error level')
     } finally {
       await admin.config('SET', 'maxmemory', '0')

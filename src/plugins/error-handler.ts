@@ -39,6 +39,7 @@ export function toDropcodeError (err: unknown): DropcodeError {
 
 export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply, html = req.routeOptions.config?.htmlErrors === true) {
   const status = err.statusCode
+  req.answeredError = err // named on the request's log line (plugins/observability.ts)
   // A body we stopped reading (size limit, bad field, key): answer, then read and discard the
   // rest for a bounded time before closing, so the client can read the answer.
   if (!req.raw.complete) {
@@ -73,8 +74,8 @@ export function answerError (raw: unknown, req: FastifyRequest, reply: FastifyRe
   if (err.code === 'DROPCODE_STATE_UNAVAILABLE') metrics?.backendError('state')
   if (err.code === 'DROPCODE_STORAGE_UNAVAILABLE') metrics?.backendError('storage')
   // A planned 5xx (load shedding: plugins/overload.ts) is no failure: no stack, not at error.
+  // The request's own line names the error (sendError); only a failure adds a line, with its stack.
   if (err.statusCode >= 500 && req.plannedLogLevel === null) req.log.error({ err: err.cause ?? err, code: err.code }, 'request failed')
-  else req.log[req.plannedLogLevel ?? 'info']({ code: err.code, reason: (err as { reason?: string }).reason }, err.message)
   return sendError(err, req, reply, html)
 }
 

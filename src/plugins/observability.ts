@@ -19,6 +19,7 @@ import { requestEnd } from '../http/request-end.js'
 import { countSentBytes } from '../http/sent-bytes.js'
 import { maskUrl, writesAt } from '../logging.js'
 import { createMetrics, type Metrics } from '../metrics.js'
+import type { DropcodeError } from '../core/errors.js'
 
 /** Levels a planned 5xx answer is logged at instead of error. */
 export type PlannedLevel = 'info' | 'warn'
@@ -40,6 +41,8 @@ declare module 'fastify' {
     plannedLogLevel: PlannedLevel | null
     /** Set once its log line is started (trackRequest). */
     tracked: boolean
+    /** The catalogue error this request was answered with, named on its log line (error-handler.ts). */
+    answeredError: DropcodeError | null
   }
 }
 
@@ -48,6 +51,7 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
   app.decorate('metrics', metrics)
   app.decorateRequest('plannedLogLevel', null)
   app.decorateRequest('tracked', false)
+  app.decorateRequest('answeredError', null)
 
   function trackRequest (req: FastifyRequest, reply: FastifyReply): void {
     if (req.tracked) return
@@ -66,6 +70,7 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
       metrics.request(req.method, route, status, end, seconds)
       const level = status >= 500 ? req.plannedLogLevel ?? 'error' : end === 'server' ? 'warn' : 'info'
       if (!writesAt(req.log, level)) return // not built for nothing (LOG_LEVEL=warn: 2xx, 4xx)
+      const err = req.answeredError as DropcodeError | null | undefined // undefined: a request the router refused
       req.log[level]({
         method: req.method,
         route,
@@ -75,7 +80,9 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
         end,
         ms: Math.round(seconds * 1000),
         bytesIn: received(),
-        bytesOut
+        bytesOut,
+        // The answer's error: its catalogue code, why (a 404's reason), and its message.
+        ...(err == null ? {} : { code: err.code, reason: (err as { reason?: string }).reason, error: err.message })
         // and `ip`, which every line of the request carries (http/server-options.ts)
       }, 'request')
     })

@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { API_KEY, dataDir, eventually, rawMultipart, testEnv, upload, within } from '../helpers/app.js'
 import { startServer, stopServer, type ServerProcess } from '../helpers/server-process.js'
+import { LOG_FLUSH_MS } from '../../src/logging.js'
 
 const MiB = 1024 * 1024
 const FILE_BYTES = 32 * MiB
@@ -202,4 +203,29 @@ t.test('a drain\'s /readyz 503 is logged at info, not error (SIGTERM with DRAIN_
   const [line] = requestLines(server, '/readyz')
   t.match(line, { status: 503, level: 30, end: 'complete', ip: '127.0.0.1' })
   t.same(server.logs.filter(l => (l.level as number) >= 50), [], 'nothing at error')
+})
+
+t.test('an error answer is its request\'s one line, naming the code; lines are batched, out within LOG_FLUSH_MS, and all of them at exit (issue 21)', async t => {
+  const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'info' }))
+  const asked = performance.now()
+  t.equal((await fetch(`${server.url}/download/ZZZZZZ`).then(async r => { await r.arrayBuffer(); return r })).status, 404)
+  const [line] = await linesOf(server, '/download/:code')
+  t.ok(performance.now() - asked < 100 + LOG_FLUSH_MS * 5, 'a lone line is not held for a batch')
+  t.match(line, { status: 404, code: 'DROPCODE_FILE_NOT_FOUND', reason: 'unknown', error: /^No file with this code/, ip: '127.0.0.1' })
+  t.same(server.logs.filter(l => l.reqId === line!.reqId).map(l => l.msg), ['request'], 'one line for the request, not one more for its error')
+  const refused = await fetch(`${server.url}/upload`, { method: 'POST' })
+  t.equal(refused.status, 401)
+  const [unauthorized] = await linesOf(server, '/upload')
+  t.match(unauthorized, { status: 401, code: 'DROPCODE_UNAUTHORIZED' })
+  // Many lines, then SIGTERM at once: a batch still waiting is written at exit.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 })
+  t.teardown(() => agent.destroy())
+  await Promise.all(Array.from({ length: 500 }, () => new Promise<void>((resolve, reject) =>
+    http.get(`${server.url}/download/YYYYYY`, { agent }, res => { res.resume().on('end', resolve) }).on('error', reject))))
+  const exited = once(server.child, 'exit')
+  server.child.kill('SIGTERM')
+  await within(exited, 20_000, 'exit')
+  await sleep(100) // the last lines through the pipe
+  t.equal(requestLines(server, '/download/:code').length, 501, 'every request\'s line was written')
+  t.equal(server.logs.at(-1)?.msg, 'stopped', 'and the line written right before exit')
 })
