@@ -24,29 +24,35 @@ export interface BenchServer {
 }
 
 /**
- * Starts `node dist/server.js` with `env`. LOG_LEVEL is warn unless `env` says otherwise: a
- * workload that keeps the request lines (info) has them written to a temporary file, as a log
- * collector's pipe would take them, not through this process.
+ * Starts `node dist/server.js` with `env`. LOG_LEVEL is warn unless `env` says otherwise. The log
+ * goes to a temporary file, as a log collector would take it, never through this process: a
+ * pipe that this busy process drained late filled up, and the server's synchronous log writes
+ * slept on it (sonic-boom retries EAGAIN; 0.8 s of a 25 s profile of 2,000 concurrent uploads),
+ * which added to the event loop's lag and to the load the service shed. A count of its warning
+ * lines, and its error lines, are printed when it exits.
  */
 export async function startServerProcess (env: Record<string, string>, nodeArgs: string[] = []): Promise<BenchServer> {
   const port = await freePort()
-  const logLevel = env.LOG_LEVEL ?? 'warn'
-  const logFile = logLevel === 'warn' ? undefined : path.join(os.tmpdir(), `dropcode-bench-${port}.log`)
-  const logFd = logFile === undefined ? undefined : fs.openSync(logFile, 'w')
   const inherited = Object.fromEntries(['PATH', 'HOME', 'TMPDIR'].flatMap(k => process.env[k] === undefined ? [] : [[k, process.env[k]!]]))
+  const logLevel = env.LOG_LEVEL ?? 'warn'
+  const logFile = path.join(os.tmpdir(), `dropcode-bench-${port}.log`)
+  const logFd = fs.openSync(logFile, 'w')
   const t0 = performance.now()
   const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/server.js')], { // `npm run bench` builds it first
     cwd: ROOT,
     // Only what we set: a stray S3_BUCKET or REDIS_URL in the caller's shell must not switch drivers.
     // The guessing limit is off: the load comes from one address, which would measure 429s.
     env: { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', RATE_LIMIT_FAILED_LOOKUPS: '0', ...env, PORT: String(port), METRICS_PORT: '0', HOST: '127.0.0.1', API_KEYS: BENCH_KEY, LOG_LEVEL: logLevel },
-    stdio: ['ignore', logFd ?? 'pipe', 'pipe']
+    stdio: ['ignore', logFd, 'pipe']
   })
-  if (logFd !== undefined) {
-    fs.closeSync(logFd) // the child holds its own
-    child.once('exit', () => fs.rmSync(logFile!, { force: true }))
-  }
-  child.stdout?.pipe(process.stderr)
+  fs.closeSync(logFd) // the child holds its own
+  child.once('exit', () => {
+    const lines = fs.readFileSync(logFile, 'utf8').split('\n')
+    fs.rmSync(logFile, { force: true })
+    const errors = lines.filter(l => /^\{"level":[56]0,/.test(l))
+    const warnings = lines.filter(l => l.startsWith('{"level":40,')).length
+    if (errors.length > 0 || warnings > 0) process.stderr.write(`server on port ${port}: ${warnings} warning lines, ${errors.length} error lines\n${errors.slice(0, 20).join('\n')}\n`)
+  })
   child.stderr!.pipe(process.stderr)
   // The start-up banner names the metrics listener's URL (METRICS_PORT=0: a free port).
   let banner = ''
