@@ -4,6 +4,7 @@ import { once } from 'node:events'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
+import { createInterface } from 'node:readline'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort } from '../test/helpers/ports.js'
@@ -21,6 +22,21 @@ export interface BenchServer {
   readyMs: number
   /** SIGTERM and wait (SIGKILL after 30 s); rejects on a non-zero exit. */
   stop (): Promise<void>
+}
+
+/** Prints a log file's warning count and its first error lines (read line by line: workload 5 logs every one of its requests), then removes it. */
+async function summarizeLog (file: string, port: number): Promise<void> {
+  const errors: string[] = []
+  let warnings = 0
+  try {
+    for await (const line of createInterface({ input: fs.createReadStream(file) })) {
+      if (line.startsWith('{"level":40,')) warnings++
+      else if (/^\{"level":[56]0,/.test(line)) errors.push(line)
+    }
+  } finally {
+    fs.rmSync(file, { force: true })
+  }
+  if (errors.length > 0 || warnings > 0) process.stderr.write(`server on port ${port}: ${warnings} warning lines, ${errors.length} error lines\n${errors.slice(0, 20).join('\n')}\n`)
 }
 
 /**
@@ -46,13 +62,7 @@ export async function startServerProcess (env: Record<string, string>, nodeArgs:
     stdio: ['ignore', logFd, 'pipe']
   })
   fs.closeSync(logFd) // the child holds its own
-  child.once('exit', () => {
-    const lines = fs.readFileSync(logFile, 'utf8').split('\n')
-    fs.rmSync(logFile, { force: true })
-    const errors = lines.filter(l => /^\{"level":[56]0,/.test(l))
-    const warnings = lines.filter(l => l.startsWith('{"level":40,')).length
-    if (errors.length > 0 || warnings > 0) process.stderr.write(`server on port ${port}: ${warnings} warning lines, ${errors.length} error lines\n${errors.slice(0, 20).join('\n')}\n`)
-  })
+  child.once('exit', () => { summarizeLog(logFile, port).catch(() => {}) })
   child.stderr!.pipe(process.stderr)
   // The start-up banner names the metrics listener's URL (METRICS_PORT=0: a free port).
   let banner = ''

@@ -21,11 +21,7 @@ import { maskSecret } from './core/mask.js'
  * a kill -9 loses: at most the last LOG_FLUSH_MS of lines.
  */
 export async function logDestination (format: 'json' | 'pretty' = 'json'): Promise<pino.DestinationStream> {
-  if (format === 'json') {
-    const out = pino.destination({ dest: 1, sync: true, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS })
-    process.once('exit', () => { try { out.flushSync() } catch { /* stdout gone */ } })
-    return out
-  }
+  if (format === 'json') return stdoutLines()
   try {
     const { default: pretty } = await import('pino-pretty')
     return pretty({ colorize: process.stdout.isTTY, sync: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' })
@@ -33,6 +29,19 @@ export async function logDestination (format: 'json' | 'pretty' = 'json'): Promi
     throw new StartupError('LOG_FORMAT=pretty needs pino-pretty, a development dependency that is not installed', 'run npm install (with dev dependencies), or use LOG_FORMAT=json', { cause: err })
   }
 }
+/**
+ * stdout's batched writer, one per process, however many apps it builds (the tests build
+ * hundreds): stdout is the process's, and each writer adds a flush timer and an exit listener.
+ */
+let stdoutWriter: pino.DestinationStream | undefined
+function stdoutLines (): pino.DestinationStream {
+  if (stdoutWriter !== undefined) return stdoutWriter
+  const out = pino.destination({ dest: 1, sync: true, minLength: LOG_BATCH_BYTES, periodicFlush: LOG_FLUSH_MS })
+  process.once('exit', () => { try { out.flushSync() } catch { /* stdout gone */ } })
+  stdoutWriter = out
+  return out
+}
+
 /** Bytes of log lines written at once (a batch; see logDestination). */
 export const LOG_BATCH_BYTES = 4096
 /** ms a log line waits at most for its batch to fill. */

@@ -41,8 +41,11 @@ declare module 'fastify' {
     plannedLogLevel: PlannedLevel | null
     /** Set once its log line is started (trackRequest). */
     tracked: boolean
-    /** The catalogue error this request was answered with, named on its log line (error-handler.ts). */
-    answeredError: DropcodeError | null
+    /**
+     * The catalogue error this request was answered with, named on its log line (error-handler.ts).
+     * Undefined on a request the router refused before fastify decorated it.
+     */
+    answeredError: DropcodeError | null | undefined
   }
 }
 
@@ -70,7 +73,7 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
       metrics.request(req.method, route, status, end, seconds)
       const level = status >= 500 ? req.plannedLogLevel ?? 'error' : end === 'server' ? 'warn' : 'info'
       if (!writesAt(req.log, level)) return // not built for nothing (LOG_LEVEL=warn: 2xx, 4xx)
-      const err = req.answeredError as DropcodeError | null | undefined // undefined: a request the router refused
+      const err = req.answeredError
       req.log[level]({
         method: req.method,
         route,

@@ -73,6 +73,19 @@ export async function startServer (t: Test, env: Record<string, string>, options
   return { child, url, metricsUrl, logs, stderr: () => stderr }
 }
 
+/**
+ * Whether a log line matching `match` came within `ms`: lines leave the server in batches, at
+ * most LOG_FLUSH_MS after they are written (src/logging.ts), not with the answer.
+ */
+export async function logged (server: ServerProcess, match: (line: Record<string, unknown>) => boolean, ms = 5000): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (!server.logs.some(match)) {
+    if (Date.now() > deadline) return false
+    await new Promise(resolve => setTimeout(resolve, 25))
+  }
+  return true
+}
+
 /** Resolves with the process's exit code; kills it and resolves 'hung' if it has not exited within `ms`. */
 export async function exitOf (child: ChildProcess, ms = 20_000): Promise<number | string> {
   if (child.exitCode !== null) return child.exitCode
