@@ -64,9 +64,11 @@ export class Hasher {
     }
   }
 
+  /** Stops the worker; a chunk still waiting for its digest is rejected. */
   close (): void {
     this.worker.removeAllListeners('exit')
     this.worker.terminate().catch(() => {})
+    this.fail(new Error('the hasher was closed'))
   }
 
   private ask (message: Record<string, unknown>): Promise<string> {

@@ -74,14 +74,15 @@ export class Client {
   /**
    * One request, no retries. Resolves with the response (its body unread) as soon as it
    * arrives, even while `body` is still being written. Network failures reject with a
-   * Retryable; a failing body source rejects with its own error.
+   * Retryable; a failing body source rejects with its own error; `signal` cuts the request.
    */
-  exchange (method: string, path: string, headers: Record<string, string>, body?: { length: number | undefined, open: () => Readable }): Promise<IncomingMessage> {
+  exchange (method: string, path: string, headers: Record<string, string>, body?: { length: number | undefined, open: () => Readable }, signal?: AbortSignal): Promise<IncomingMessage> {
     const mod = this.base.protocol === 'https:' ? https : http
     return new Promise((resolve, reject) => {
       const req = mod.request(this.url(path), {
         method,
         agent: this.agent,
+        signal,
         headers: { 'user-agent': `dropcode-cli/${VERSION}`, ...headers, ...(body?.length !== undefined ? { 'content-length': String(body.length) } : {}) }
       })
       let answered = false
@@ -99,20 +100,24 @@ export class Client {
     })
   }
 
-  /** Runs `attempt` until it succeeds, fails for good, or the retries are spent. */
-  async retrying<T> (what: string, attempt: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `attempt` until it succeeds, fails for good, or the retries are spent; or until
+   * `signal` aborts (its reason is thrown: nothing is retried or waited for after it).
+   */
+  async retrying<T> (what: string, attempt: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     let leaseWaits = 0
     for (let n = 0, tries = 1; ; tries++) {
       try {
         return await attempt()
       } catch (err) {
+        signal?.throwIfAborted()
         if (!(err instanceof Retryable)) throw err
         if (err.lease && err.retryAfterMs !== undefined && leaseWaits + err.retryAfterMs <= MAX_LEASE_WAIT_MS) {
           // Not a failure: the service said when the lock in the way runs out.
           const delay = err.retryAfterMs + Math.random() * LEASE_JITTER_MS
           leaseWaits += delay
           this.opts.onRetry?.(what, err.message, delay)
-          await sleep(delay)
+          await sleep(delay, undefined, { signal })
           continue
         }
         if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}${err.hint}`)
@@ -120,7 +125,7 @@ export class Client {
         const delay = Math.max(backoff, err.retryAfterMs ?? 0)
         n++
         this.opts.onRetry?.(what, err.message, delay)
-        await sleep(delay)
+        await sleep(delay, undefined, { signal })
       }
     }
   }
@@ -128,11 +133,12 @@ export class Client {
   /**
    * A JSON request with retries; a non-2xx answer becomes a CliError (or a retry). `retry:
    * false` for a body that cannot be read twice; `digestRetry` resends after a digest mismatch
-   * (bytes damaged on the way: the service stored nothing).
+   * (bytes damaged on the way: the service stored nothing); `signal` cuts the request and ends
+   * its retries.
    */
-  async json<T = Record<string, unknown>> (what: string, method: string, path: string, form?: Multipart, opts: { retry?: boolean, digestRetry?: boolean } = {}): Promise<T> {
+  async json<T = Record<string, unknown>> (what: string, method: string, path: string, form?: Multipart, opts: { retry?: boolean, digestRetry?: boolean, signal?: AbortSignal } = {}): Promise<T> {
     const attempt = async () => {
-      const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body())
+      const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body(), opts.signal)
       const text = (await readAll(res, 1 << 20)).toString('utf8')
       let body: Record<string, unknown> | undefined
       try { body = JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: an HTML error page or a proxy's answer */ }
@@ -154,7 +160,7 @@ export class Client {
         throw err instanceof Retryable ? new CliError(err.exitCode, `${what}: ${err.message}${err.hint}`) : err
       }
     }
-    return await this.retrying(what, attempt)
+    return await this.retrying(what, attempt, opts.signal)
   }
 
   auth (): Record<string, string> {

@@ -248,6 +248,9 @@ async function sendChunks (args: SizedArgs, client: Client, source: Source, size
   const hasher = known === undefined ? new Hasher() : undefined
   const running = new Set<Promise<void>>()
   let failure: unknown
+  // Cuts the requests in flight when the input cannot be read on (or changed): their session is
+  // given up, and a request left behind would be retried while the next one runs.
+  const abandon = new AbortController()
   // Chunk buffers are reused once their request and their hash are done: a fresh 8 MiB buffer per
   // chunk cost a page fault per 4 KiB (a third of the CLI's system time in a 1 GiB upload).
   const free: Buffer[] = []
@@ -268,7 +271,7 @@ async function sendChunks (args: SizedArgs, client: Client, source: Source, size
         hashed.catch(() => {}) // awaited when the field is sent
         form.lateField('chunk_sha256', 64, () => hashed!)
       }
-      const sent = client.json(`chunk ${index}`, 'POST', '/upload/chunk', form, { digestRetry: true })
+      const sent = client.json(`chunk ${index}`, 'POST', '/upload/chunk', form, { digestRetry: true, signal: abandon.signal })
       const p: Promise<void> = sent
         .then(() => {}, (err: unknown) => { failure ??= err })
         .finally(() => running.delete(p))
@@ -279,6 +282,10 @@ async function sendChunks (args: SizedArgs, client: Client, source: Source, size
     await Promise.all(running)
     if (failure !== undefined) throw failure
     return known?.sha256 ?? await hasher!.finish()
+  } catch (err) {
+    abandon.abort(err)
+    await Promise.allSettled(running)
+    throw err
   } finally {
     hasher?.close()
   }

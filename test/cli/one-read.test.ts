@@ -117,3 +117,33 @@ t.test('a directory that changes after it was counted is measured and sent again
   t.equal(down.status, 0, down.stderr)
   t.equal(fs.readFileSync(path.join(out, 'site', 'index.html'), 'utf8'), grown, 'the tree as it was when sent')
 })
+
+t.test('a directory that changes while a chunk is in flight: that request is cut, not retried beside the new session', async t => {
+  // Found on Node 24 in CI: a chunk of the given-up session stayed in flight, its hash waiting
+  // on a closed worker, and was retried for minutes after the new session had completed.
+  const { proxy, env, dir } = await siteTest(t, 35)
+  const grown = `<h1>${'y'.repeat(5000)}</h1>`
+  let starts = 0
+  let chunks = 0
+  proxy.decide = req => {
+    if (req.url === '/upload/start' && ++starts === 1) fs.writeFileSync(path.join(dir, 'index.html'), grown)
+    // The first session's first chunk is read but gets no answer: it is in flight when the change
+    // is found (read, so that the proxy sees the connection close).
+    if (req.url === '/upload/chunk' && ++chunks === 1) { req.resume(); return { kind: 'hold' } }
+    return { kind: 'pass' }
+  }
+  const began = Date.now()
+  const up = await runCli(t, ['upload', 'site', '--chunk-size', '1M', '--parallel', '2', '--json'], env)
+  t.equal(up.status, 0, up.stderr)
+  t.match(up.stderr, /site changed while it was uploaded \(the tar grew\); sending it again/)
+  // Left in flight, the request would keep the CLI from exiting until its idle timeout (120 s).
+  t.ok(Date.now() - began < 60_000, 'the CLI exits without waiting for the held request')
+  t.ok(proxy.seen.find(s => s.path === '/upload/chunk')!.done, 'the held request was cut by the CLI')
+  const restart = proxy.seen.findIndex((s, i) => s.path === '/upload/start' && i > 0)
+  const after = proxy.seen.slice(restart).map(s => s.path)
+  t.same(after, ['/upload/start', ...Array(4).fill('/upload/chunk'), '/upload/complete'], 'after the new start: its 4 chunks and its complete, nothing of the first session')
+  t.same(stateFiles(env), [], 'no resume state is left')
+  const down = await runCli(t, ['download', (JSON.parse(up.stdout) as { code: string }).code, '--extract', '-o', path.join(env.cwd, 'out'), '-q'], env)
+  t.equal(down.status, 0, down.stderr)
+  t.equal(fs.readFileSync(path.join(env.cwd, 'out', 'site', 'index.html'), 'utf8'), grown)
+})
