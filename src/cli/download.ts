@@ -14,6 +14,11 @@
  * ETag is kept in a state file (state.ts) until the download ends, and a rerun continues the
  * partial file. If the service answers 200 instead of 206 (the window passed), it has counted a
  * new download and the file starts over.
+ *
+ * `--extract` unpacks the archive while it arrives (extract.ts), into a staging directory that
+ * is moved into place once the digest is verified: the download and the unpacking overlap, as in
+ * `curl | tar x`. The archive is written to its partial file all the same, for a later run to
+ * resume: that run unpacks the partial file's bytes first.
  */
 import { createHash, type Hash } from 'node:crypto'
 import { createReadStream } from 'node:fs'
@@ -27,7 +32,7 @@ import { describe, Retryable, type Client } from './http.js'
 import { checkCode, failed, hexDigest, info, type FileInfo } from './lookup.js'
 import { progress as makeProgress } from './progress.js'
 import { StateFile, stateWarning } from './state.js'
-import { archivePath, extractArchive, targetExists } from './extract.js'
+import { besideTarget, startExtraction, targetExists, type Extraction } from './extract.js'
 
 interface DownloadState { etag: string, sha256: string, size: number, file: FileInfo }
 
@@ -52,7 +57,7 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
   let made: string | undefined // the first directory this run created for the archive, if any
   if (args.extract) {
     target = path.resolve(args.output ?? '.')
-    part = archivePath(target, await targetExists(target), head.name)
+    part = besideTarget(target, await targetExists(target), head.name, '.dropcode-part')
     made = await fs.mkdir(path.dirname(part), { recursive: true }).catch(local(path.dirname(part)))
   } else if (!toStdout) {
     target = args.output !== undefined ? path.resolve(args.output) : path.resolve(head.name)
@@ -63,15 +68,27 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
     throw new CliError(EXIT.LOCAL, `${target} exists: pass --force to overwrite it, or -o another path`)
   }
 
-  const { sha256, size } = await fetchInto(args, client, head, part, saved, state).catch(async (err: unknown) => {
+  let tee: Tee | undefined
+  if (args.extract) {
+    // An uncompressed tar never holds more than its own size: the size bound is for compression.
+    const limits = { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, saved?.size ?? head.size) }
+    let extraction = await startExtraction(target, head.name, limits)
+    tee = {
+      write: data => extraction.write(data),
+      restart: async () => { await extraction.discard(); extraction = await startExtraction(target, head.name, limits) },
+      finish: async () => await extraction.finish(),
+      discard: async () => await extraction.discard()
+    }
+  }
+  const { sha256, size } = await fetchInto(args, client, head, part, saved, state, tee).catch(async (err: unknown) => {
+    await tee?.discard()
     if (made !== undefined && !(err instanceof CliError && err.exitCode === EXIT.NETWORK)) await removeEmpty(path.dirname(part), made)
     throw err
   })
   if (!toStdout) {
-    if (args.extract) {
+    if (tee !== undefined) {
       try {
-        // An uncompressed tar never holds more than its own size: the size bound is for compression.
-        await extractArchive(part, target, { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, size) })
+        await tee.finish()
       } catch (err) {
         await fs.rm(part, { force: true })
         if (made !== undefined) await removeEmpty(path.dirname(part), made) // a failed extraction leaves nothing
@@ -88,11 +105,17 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
   return { ...head, size, sha256, path: target }
 }
 
+/** Where the archive's bytes go besides its partial file, for `--extract`. */
+interface Tee extends Extraction {
+  /** The download starts over from its first byte: what was unpacked is dropped. */
+  restart (): Promise<void>
+}
+
 /**
- * GETs the file into `part` (or stdout), resuming cut connections; verifies the digest.
- * Resolves with the verified SHA-256 and size.
+ * GETs the file into `part` (or stdout), and every byte in order to `tee`, resuming cut
+ * connections; verifies the digest. Resolves with the verified SHA-256 and size.
  */
-async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>) {
+async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>, tee: Tee | undefined) {
   const toStdout = part === '-'
   let etag = saved?.etag
   let expected = saved?.sha256 ?? head.sha256
@@ -102,7 +125,7 @@ async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, pa
   if (saved !== undefined) {
     offset = (await fs.stat(part).catch(() => undefined))?.size ?? 0
     if (offset > size) offset = 0
-    hash = await hashPrefix(part, offset)
+    hash = await hashPrefix(part, offset, tee)
   }
   const fh = toStdout ? undefined : await fs.open(part, offset > 0 ? 'r+' : 'w').catch(local(part))
   const progress = makeProgress('download', size, args)
@@ -140,6 +163,7 @@ async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, pa
           progress.note('the service could not resume the download (its window passed): starting again (this counted a new download)')
           progress.add(-offset)
         }
+        if (etag !== undefined) await tee?.restart() // bytes of the earlier claim were unpacked
         offset = 0
         hash = createHash('sha256')
         await fh?.truncate(0)
@@ -152,7 +176,7 @@ async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, pa
       const pos = { offset }
       let cut: unknown
       try {
-        await copy(res, fh, pos, hash, n => progress.add(n))
+        await copy(res, fh, pos, hash, tee, n => progress.add(n))
       } catch (err) {
         if (err instanceof CliError) throw err
         cut = err
@@ -193,7 +217,7 @@ const IN_FLIGHT = 4
  * `writev`, so writes are small while the disk keeps up (a partial file grows as bytes come)
  * and large when it does not.
  */
-async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: { offset: number }, hash: Hash, onBytes: (n: number) => void): Promise<void> {
+async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: { offset: number }, hash: Hash, tee: Tee | undefined, onBytes: (n: number) => void): Promise<void> {
   let queued = pos.offset
   let pending: Buffer[] = []
   let pendingBytes = 0
@@ -228,6 +252,7 @@ async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: {
   try {
     for await (const data of res as AsyncIterable<Buffer>) {
       hash.update(data)
+      const unpacking = tee?.write(data)
       pending.push(data)
       pendingBytes += data.length
       onBytes(data.length)
@@ -238,6 +263,7 @@ async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: {
         setImmediate(() => { soon = false; if (busy === 0) flush() })
       }
       if (inFlight.length > busy) inFlight.splice(0, inFlight.length - busy) // settled ones
+      if (unpacking !== undefined) await unpacking // the unpacking is behind: the socket waits
       await settle(IN_FLIGHT - 1)
     }
   } finally {
@@ -273,10 +299,13 @@ async function removeEmpty (dir: string, top: string): Promise<void> {
   }
 }
 
-/** SHA-256 state of the first `length` bytes of a partial file. */
-async function hashPrefix (file: string, length: number): Promise<Hash> {
+/** SHA-256 state of the first `length` bytes of a partial file (also given to `tee`). */
+async function hashPrefix (file: string, length: number, tee: Tee | undefined): Promise<Hash> {
   const hash = createHash('sha256')
   if (length === 0) return hash
-  for await (const data of createReadStream(file, { start: 0, end: length - 1 }) as AsyncIterable<Buffer>) hash.update(data)
+  for await (const data of createReadStream(file, { start: 0, end: length - 1 }) as AsyncIterable<Buffer>) {
+    hash.update(data)
+    await tee?.write(data)
+  }
   return hash
 }

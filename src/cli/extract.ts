@@ -1,19 +1,24 @@
 /**
- * `download --extract`: the verified archive is unpacked into a staging directory beside its
- * final place (same filesystem, so the move is a rename), checked there on disk, and moved into
- * place only when every entry passed. A refused or failed extraction (an unsafe entry, a bound,
- * a gzip bomb, a full disk) removes the staging directory and leaves the target as it was.
+ * `download --extract`: the archive is unpacked while it downloads, into a staging directory
+ * beside its final place (same filesystem, so the move is a rename); once the download's digest
+ * is verified, the tree is checked there on disk and moved into place only when every entry
+ * passed. A refused or failed extraction (an unsafe entry, a bound, a gzip bomb, a full disk) or
+ * a download that fails its check removes the staging directory and leaves the target as it was.
  *
- * - Target missing (`-o out`): staged as `PARENT/.out.dropcode-extract-RANDOM`, renamed to `out`.
- * - Target an existing directory (the current one by default): staged inside it, then the
+ * - Target missing (`-o out`): staged as `PARENT/.out.NAME.dropcode-extract` (NAME: the
+ *   archive's), renamed to `out`.
+ * - Target an existing directory (the current one by default): staged inside it (as
+ *   `.NAME.dropcode-extract`), then the
  *   archive's top-level entries (`dist/` for `dropcode upload dist/`) are moved into it. If any of
  *   them exists already, nothing is moved (exit 8): an extraction never writes into an existing
  *   tree, with or without --force (replacing a tree is for a later --force).
+ *
+ * The staging directory is named like the partial archive beside it: what a killed run left
+ * there is removed by the next run for the same target and archive (which resumes the archive).
  */
-import { randomBytes } from 'node:crypto'
-import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { PassThrough } from 'node:stream'
 import { CliError, EXIT } from './exit-codes.js'
 import { describe } from './http.js'
 import { auditTree } from './tree-audit.js'
@@ -33,9 +38,9 @@ export async function targetExists (target: string): Promise<boolean> {
   return true
 }
 
-/** Where the archive is downloaded to before extraction: beside the staging directory. */
-export function archivePath (target: string, exists: boolean, name: string): string {
-  return exists ? path.join(target, `.${name}.dropcode-part`) : path.join(path.dirname(target), `.${path.basename(target)}.${name}.dropcode-part`)
+/** Where the archive is downloaded to (`.dropcode-part`) and unpacked (`.dropcode-extract`). */
+export function besideTarget (target: string, exists: boolean, name: string, suffix: '.dropcode-part' | '.dropcode-extract'): string {
+  return exists ? path.join(target, `.${name}${suffix}`) : path.join(path.dirname(target), `.${path.basename(target)}.${name}${suffix}`)
 }
 
 export function unsafeArchive (refused: string[]): CliError {
@@ -44,23 +49,69 @@ export function unsafeArchive (refused: string[]): CliError {
   return new CliError(EXIT.LOCAL, `unsafe archive: refused ${refused.length} entr${refused.length === 1 ? 'y' : 'ies'}, nothing was extracted:${lines}${more}`)
 }
 
-export async function extractArchive (archive: string, target: string, limits: UnpackLimits): Promise<void> {
+/** Archive bytes buffered ahead of the unpacking, at most (then the download waits). */
+const AHEAD = 4 * 1024 * 1024
+
+export interface Extraction {
+  /**
+   * The archive's next bytes (not yet verified: they only reach the staging directory). Returns
+   * a promise when the unpacking is behind (wait for it before writing more); throws what made
+   * the extraction fail (a bound, a gzip bomb, a full disk).
+   */
+  write (data: Buffer): Promise<void> | undefined
+  /** The archive is whole and verified: waits for the unpacking, checks the tree, moves it into place. */
+  finish (): Promise<void>
+  /** Drops what was unpacked (the download failed, or starts over); the target stays as it was. */
+  discard (): Promise<void>
+}
+
+/** Starts unpacking the archive `name` into a fresh staging directory for `target`. */
+export async function startExtraction (target: string, name: string, limits: UnpackLimits): Promise<Extraction> {
   const exists = await targetExists(target)
   const parent = exists ? target : path.dirname(target)
   await fs.mkdir(parent, { recursive: true }).catch(local(parent))
-  const stage = path.join(parent, `.${exists ? '' : `${path.basename(target)}.`}dropcode-extract-${randomBytes(6).toString('hex')}`)
+  const stage = besideTarget(target, exists, name, '.dropcode-extract')
+  await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 }) // a killed run's
   await fs.mkdir(stage).catch(local(stage)) // the umask's mode, as for the directory it becomes
-  try {
-    const refused = await unpack(createReadStream(archive), stage, limits)
-    // On disk, whatever order the entries came in: chains of links, hard links to outside.
-    if (refused.length === 0) refused.push(...await auditTree(stage, { hardlinks: true }))
-    if (refused.length > 0) throw unsafeArchive(refused)
-    if (exists) await moveEntries(stage, target)
-    else await fs.rename(stage, target).catch(local(target))
-  } finally {
-    // Late writes of an aborted extraction fail once this is gone: node-tar creates nothing
-    // above its (missing) working directory.
-    await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 })
+  const input = new PassThrough({ highWaterMark: AHEAD })
+  let failure: CliError | undefined
+  let settled = false
+  const unpacked = unpack(input, stage, limits)
+  const over = unpacked.then(() => { settled = true }, (err: unknown) => {
+    settled = true
+    failure = err instanceof CliError ? err : new CliError(EXIT.LOCAL, `cannot extract the archive: ${describe(err)}`)
+  })
+  // Late writes of an aborted extraction fail once this is gone: node-tar creates nothing above
+  // its (missing) working directory.
+  const remove = async () => { await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 }) }
+  return {
+    write (data) {
+      if (failure !== undefined) throw failure
+      if (settled || input.write(data)) return undefined // (bytes after the archive's end are not its)
+      return Promise.race([new Promise<void>(resolve => input.once('drain', resolve)), over]).then(() => {
+        if (failure !== undefined) throw failure
+      })
+    },
+    async finish () {
+      try {
+        input.end()
+        await over
+        if (failure !== undefined) throw failure
+        const refused = await unpacked
+        // On disk, whatever order the entries came in: chains of links, hard links to outside.
+        if (refused.length === 0) refused.push(...await auditTree(stage, { hardlinks: true }))
+        if (refused.length > 0) throw unsafeArchive(refused)
+        if (exists) await moveEntries(stage, target)
+        else await fs.rename(stage, target).catch(local(target))
+      } finally {
+        await remove()
+      }
+    },
+    async discard () {
+      input.destroy(new Error('the extraction was discarded'))
+      await over
+      await remove()
+    }
   }
 }
 
