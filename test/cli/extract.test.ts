@@ -10,20 +10,20 @@ import t, { type Test } from 'tap'
 import { API_KEY, testEnv } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
 import { bytes } from '../helpers/streams.js'
-import { cutAfter, flipAt, startProxy, stopAfter } from './proxy.js'
+import { cutAfter, flipAt, PAST_SOCKET_BUFFERS, startProxy, stopAfter } from './proxy.js'
 import { cliEnv, fileSize, runCli, startCli, stateFiles, until } from './run.js'
 
 const MiB = 1024 * 1024
 const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'warn' }))
 
-/** `site/` (a.bin 2 MiB, b/c.bin 24 MiB, index.html) uploaded as a directory through a fresh proxy. */
+/** `site/` (a.bin 2 MiB, b/c.bin PAST_SOCKET_BUFFERS, index.html) uploaded as a directory through a fresh proxy. */
 async function uploaded (t: Test, url: string, maxDownloads = 1) {
   const proxy = await startProxy(t, url)
   const env = cliEnv(t, proxy.url, API_KEY)
   const site = path.join(env.cwd, 'site')
   fs.mkdirSync(path.join(site, 'b'), { recursive: true })
   fs.writeFileSync(path.join(site, 'a.bin'), bytes(2 * MiB, 41))
-  fs.writeFileSync(path.join(site, 'b', 'c.bin'), bytes(24 * MiB, 42))
+  fs.writeFileSync(path.join(site, 'b', 'c.bin'), bytes(PAST_SOCKET_BUFFERS, 42))
   fs.writeFileSync(path.join(site, 'index.html'), '<h1>hi</h1>')
   const up = await runCli(t, ['upload', 'site', '--max-downloads', String(maxDownloads), '-q'], env)
   t.equal(up.status, 0, up.stderr)
