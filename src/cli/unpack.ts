@@ -75,6 +75,10 @@ export async function unpack (source: Readable, dir: string, limits: UnpackLimit
   let overLimit: string | undefined
   const sink = extract({
     cwd: dir,
+    // Each write unpacks what it holds at once (node-tar's UnpackSync): creating 3,000 small
+    // files took 2.3 s with every file operation a round trip through libuv's threads, one entry
+    // at a time, 1.6 s this way (GNU tar: 0.7 s, most of it the kernel creating the files).
+    sync: true,
     preserveOwner: false, // never apply the archive's owners, even as root
     filter: (_p, entry) => {
       const e = entry as ReadEntry

@@ -45,6 +45,7 @@ t.test('unpacked while it downloads; killed, the rerun resumes the archive, unpa
   proxy.decide = req => req.method === 'GET' ? { kind: 'alter', response: () => stopAfter(3 * MiB) } : { kind: 'pass' }
   const first = startCli(t, ['download', code, '--extract', '-o', out], env)
   await until(() => fileSize(path.join(stage, 'site', 'a.bin')) === 2 * MiB, 20_000, 'a.bin unpacked before the download ended')
+  await until(() => fileSize(path.join(env.cwd, '.out.site.tar.dropcode-part')) === 3 * MiB, 20_000, 'the 3 MiB in the partial archive')
   t.notOk(fs.existsSync(out), 'nothing in place before the archive is verified')
   first.child.kill('SIGKILL')
   await first.done
