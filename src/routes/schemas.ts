@@ -115,6 +115,6 @@ export const LimitsResponse = Type.Object({
   max_expiry_hours: Type.Integer({ description: 'Largest expiry_hours accepted (MAX_EXPIRY_HOURS).' }),
   default_max_downloads: Type.Integer({ description: 'max_downloads when none is sent.' }),
   default_expiry_hours: Type.Integer({ description: 'expiry_hours when none is sent.' }),
-  chunks_in_flight: Type.Integer({ minimum: 1, description: 'How many chunks of one session a client should send at once to upload fastest to this storage (a hint): 1 on the filesystem, where a chunk that arrives right after the ones before it is hashed into the file\'s SHA-256 as it streams and any other is read back and hashed again; 4 on S3, where each chunk is a multipart part and parts in parallel hide the storage\'s latency.' }),
+  chunks_in_flight: Type.Integer({ minimum: 1, description: 'How many chunks of one session a client should send at once to upload fastest to this storage (a hint): 1 on the filesystem, where more in flight were slower (measured: docs/cli.md); 4 on S3, where each chunk is a multipart part and parts in parallel hide the storage\'s latency.' }),
   chunk_size: Type.Integer({ minimum: 1, description: 'Bytes per chunk (the chunk_size to declare at /upload/start) with which this storage takes a chunked upload fastest (a hint, at most max_chunk_size): 64 MiB on the filesystem, where each chunk costs a few milliseconds besides its bytes; S3_PART_SIZE on S3, where each chunk is one part held in the service\'s part memory.' })
 })

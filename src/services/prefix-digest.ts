@@ -7,14 +7,15 @@
  *   of the prefix's hash beside the chunk's own meter, and the copy becomes the prefix once the
  *   store has acknowledged the chunk (Node's own hash on the hot path, no second pass).
  * - A chunk that arrived out of order, or while another was folding, is folded later, once the
- *   prefix reaches it, by reading it back from storage (`BlobStore.readChunk`: fs, from the page
- *   cache) after it was committed here; its bytes must hash to the chunk's recorded SHA-256, or
- *   the fold stops there. Where stored chunks cannot be read back (S3 parts), such a chunk's
- *   bytes are kept in memory as they stream (`retain`: references to the buffers on their way to
- *   storage, no copy) until the prefix reaches it, within a budget per instance (`retainBytes`)
- *   and for at most RETAIN_MS: a chunk that does not fit is not kept (nor anything more of it),
- *   and the prefix stops before it. With 4 chunks of 8 MiB in flight in order, a session keeps
- *   up to 3 of them at once.
+ *   prefix reaches it after it was committed here. Its bytes are kept in memory as they stream
+ *   (`retain`: references to the buffers on their way to storage, no copy), within a budget per
+ *   instance (`retainBytes`) and for at most RETAIN_MS; at its turn those very buffers (the ones
+ *   its recorded SHA-256 was computed from) are folded: one hash, no read. A chunk that did not
+ *   fit (nothing more of it is kept once one buffer does not) is read back from storage instead
+ *   where the store can (`BlobStore.readChunk`: fs, from the page cache), and its bytes must then
+ *   hash to its recorded SHA-256 (a retry may have overwritten them), or the fold stops there;
+ *   where it cannot (S3 parts), the prefix stops before it. With 4 chunks of 8 MiB in flight in
+ *   order, a session keeps up to 3 of them at once.
  * - At completion, the prefix counts only if each folded chunk's SHA-256 equals the committed
  *   record of its index (so a chunk replaced after it was folded, or folded here but committed
  *   from elsewhere with other bytes, makes the prefix useless, never wrong): the completer hashes
@@ -26,7 +27,7 @@
  * lifetime. A 1 GiB file in 8 MiB chunks holds about 10 KiB here.
  */
 import { createHash, type Hash } from 'node:crypto'
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 
 const MAX_SESSIONS = 4096
 /** A kept chunk whose turn has not come within this long is let go (its predecessor went elsewhere, or never came). */
@@ -36,9 +37,19 @@ const RETAIN_MS = 60_000
 export interface Retained {
   /** Keeps `data` (by reference) unless over budget, which lets go of everything kept. */
   add (data: Buffer): void
-  /** A reader of what was kept; undefined when it was let go. */
-  reader (): (() => Readable) | undefined
+  /** The buffers kept, in order; undefined once they were let go. */
+  held (): readonly Buffer[] | undefined
   release (): void
+}
+
+/**
+ * Where a committed chunk's bytes are found at its turn: folded already as it streamed, kept in
+ * memory (`retain`), or else read back from storage with `read`.
+ */
+export interface ChunkSource {
+  folded?: boolean
+  kept?: Retained
+  read?: () => Readable
 }
 
 interface Prefix {
@@ -51,7 +62,7 @@ interface Prefix {
   /** A fold under way (as a chunk streams, or reading one back); at most one at a time. */
   folding: Promise<void> | undefined
   /** Chunks committed through this instance that the prefix has not reached. */
-  waiting: Map<number, { sha256: string, size: number, read: () => Readable, release: () => void }>
+  waiting: Map<number, { sha256: string, size: number, kept: Retained | undefined, read: (() => Readable) | undefined }>
   /** Epoch ms of the last use. */
   used: number
 }
@@ -77,7 +88,7 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
   let retainedBytes = 0
   /** Kept chunks, oldest first, to let go of those kept too long. */
   const kept = new Set<{ since: number, release: () => void }>()
-  const drop = (p: Prefix) => { for (const w of p.waiting.values()) w.release(); p.waiting.clear() }
+  const drop = (p: Prefix) => { for (const w of p.waiting.values()) w.kept?.release(); p.waiting.clear() }
 
   function entry (id: string): Prefix {
     let p = prefixes.get(id)
@@ -115,10 +126,21 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
     if (chunk === undefined) return
     p.waiting.delete(p.next)
     p.folding = (async () => {
-      await Promise.resolve() // a fold never runs inside its caller
+      await new Promise(resolve => setImmediate(resolve)) // never inside its caller; I/O between chunks
       const hash = p.hash.copy()
-      const own = createHash('sha256')
       let size = 0
+      const held = chunk.kept?.held()
+      if (held !== undefined) {
+        // The buffers this request hashed into the chunk's record as they streamed: no check needed.
+        for (const data of held) {
+          hash.update(data)
+          size += data.length
+        }
+        if (size === chunk.size) advance(p, hash, chunk.sha256, size)
+        return
+      }
+      if (chunk.read === undefined) return
+      const own = createHash('sha256')
       for await (const data of chunk.read() as AsyncIterable<Buffer>) {
         hash.update(data)
         own.update(data)
@@ -127,7 +149,7 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
       // Overwritten since (a retry under way): the prefix stops here until it is committed again.
       if (size === chunk.size && own.digest('hex') === chunk.sha256) advance(p, hash, chunk.sha256, size)
     })().catch(() => {}).finally(() => {
-      chunk.release()
+      chunk.kept?.release()
       p.folding = undefined
       catchUp(id, p)
     })
@@ -159,15 +181,13 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
       }
     },
 
-    /**
-     * Chunk `index` was committed through this instance; `folded`: it was folded as it streamed.
-     * Otherwise it waits for the prefix to reach it, to be read back with `read` (if given).
-     */
-    committed (id: string, index: number, chunk: { sha256: string, size: number }, folded: boolean, read: (() => Readable) | undefined, release: () => void = () => {}): void {
+    /** Chunk `index` was committed through this instance: unless folded, it waits for the prefix to reach it. */
+    committed (id: string, index: number, chunk: { sha256: string, size: number }, from: ChunkSource): void {
       const p = entry(id)
-      if (folded || read === undefined || index < p.next) { release(); return }
-      p.waiting.get(index)?.release()
-      p.waiting.set(index, { ...chunk, read, release })
+      const kept = from.kept?.held() === undefined ? undefined : from.kept
+      if (from.folded === true || (kept === undefined && from.read === undefined) || index < p.next) { from.kept?.release(); return }
+      p.waiting.get(index)?.kept?.release()
+      p.waiting.set(index, { ...chunk, kept, read: from.read })
       catchUp(id, p)
     },
 
@@ -199,10 +219,7 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
           bytes += data.length
           retainedBytes += data.length
         },
-        reader: () => {
-          const held = buffers
-          return held === undefined ? undefined : () => Readable.from(held, { objectMode: false })
-        },
+        held: () => buffers,
         release: self.release
       }
     },

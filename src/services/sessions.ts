@@ -142,8 +142,8 @@ export function createSessionService (opts: SessionServiceOptions) {
     }
     const { chunkSize } = session
     const fold = prefixes.streamFold(id, index)
-    // Not foldable now and not readable back later: keep its bytes for the fold, if they fit.
-    const kept = fold === undefined && blobs.readChunk === undefined ? prefixes.retain() : undefined
+    // Not foldable now: keep its bytes for the fold at its turn, if they fit.
+    const kept = fold === undefined ? prefixes.retain() : undefined
     const meter = new Sha256Meter({ max: Math.min(opts.maxChunkSize, chunkSize ?? Infinity), code: 'DROPCODE_CHUNK_TOO_LARGE' }, fold?.update ?? kept?.add)
     const stopLock = keepLock(id, index, token, err => meter.destroy(err))
     pipeline(body, meter, () => {})
@@ -210,8 +210,8 @@ export function createSessionService (opts: SessionServiceOptions) {
           throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
         }
         const receipt = JSON.parse(record.receipt) as ChunkReceipt
-        const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : kept?.reader()
-        prefixes.committed(id, index, record, fold !== undefined, read, kept?.release)
+        const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : undefined
+        prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
         return { received: committed.received, total: session.totalChunks }
       }
     }

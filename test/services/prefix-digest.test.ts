@@ -11,13 +11,17 @@ import { createPrefixDigests } from '../../src/services/prefix-digest.js'
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const chunks = [Buffer.alloc(100, 1), Buffer.alloc(100, 2), Buffer.alloc(100, 3), Buffer.alloc(40, 4)]
 
-/** Streams chunk `i` through a fold when one is offered, else keeps it; then commits it. */
-function send (p: ReturnType<typeof createPrefixDigests>, id: string, i: number, data = chunks[i]!) {
+/**
+ * Streams chunk `i` through a fold when one is offered, else keeps it; then commits it. `stored`:
+ * what reading it back from storage gives (fs), if the store can.
+ */
+function send (p: ReturnType<typeof createPrefixDigests>, id: string, i: number, data = chunks[i]!, stored?: Buffer) {
   const fold = p.streamFold(id, i)
   const kept = fold === undefined ? p.retain() : undefined
   for (let at = 0; at < data.length; at += 30) (fold?.update ?? kept!.add)(data.subarray(at, at + 30))
   fold?.done(sha(data), data.length)
-  p.committed(id, i, { sha256: sha(data), size: data.length }, fold !== undefined, kept?.reader(), kept?.release)
+  const read = stored === undefined ? undefined : () => Readable.from([stored])
+  p.committed(id, i, { sha256: sha(data), size: data.length }, { folded: fold !== undefined, kept, read })
 }
 
 const digestOf = async (p: ReturnType<typeof createPrefixDigests>, id: string) => {
@@ -77,12 +81,32 @@ t.test('a replaced chunk: its first bytes stay in the prefix, and the digests te
   t.same(d!.digests, [sha(chunks[0]!), sha(chunks[1]!)], 'the caller compares these with the records and finds chunk 1 differs')
 })
 
-t.test('a kept chunk whose bytes differ from its record (read back changed) stops the prefix', async t => {
+t.test('a chunk read back from storage is folded only if its bytes still hash to its record', async t => {
   const p = createPrefixDigests({ now: Date.now, idleMs: 60_000, retainBytes: 1000 })
-  p.committed('s', 1, { sha256: sha(chunks[1]!), size: 100 }, false, () => Readable.from([Buffer.alloc(100, 7)]))
+  p.committed('s', 1, { sha256: sha(chunks[1]!), size: 100 }, { read: () => Readable.from([chunks[1]!]) })
+  p.committed('s', 2, { sha256: sha(chunks[2]!), size: 100 }, { read: () => Readable.from([Buffer.alloc(100, 7)]) }) // overwritten since
   send(p, 's', 0)
   const d = await digestOf(p, 's')
-  t.equal(d!.bytes, 100, 'only chunk 0')
+  t.equal(d!.bytes, 200, 'chunks 0 and 1; chunk 2 read back other bytes')
+  t.equal(d!.hex, sha(Buffer.concat(chunks.slice(0, 2))))
+})
+
+t.test('a chunk over the budget is read back where the store can; a kept one is folded from memory, not read', async t => {
+  const p = createPrefixDigests({ now: Date.now, idleMs: 60_000, retainBytes: 150 })
+  let reads = 0
+  const fromStore = (data: Buffer) => () => { reads++; return Readable.from([data]) }
+  for (const i of [1, 2]) {
+    const kept = p.retain()
+    for (let at = 0; at < 100; at += 30) kept.add(chunks[i]!.subarray(at, at + 30))
+    p.committed('s', i, { sha256: sha(chunks[i]!), size: 100 }, { kept, read: fromStore(chunks[i]!) })
+  }
+  t.equal(p.retainedBytes, 100, 'chunk 1 kept; chunk 2 did not fit')
+  send(p, 's', 0)
+  send(p, 's', 3)
+  const d = await digestOf(p, 's')
+  t.equal(d!.hex, sha(Buffer.concat(chunks)), 'every chunk folded, in order')
+  t.equal(reads, 1, 'only chunk 2 was read back')
+  t.equal(p.retainedBytes, 0)
 })
 
 t.test('a snapshot waits for folds under way, up to its limit', async t => {
