@@ -32,12 +32,11 @@ import { describe, Retryable, type Client } from './http.js'
 import { checkCode, failed, hexDigest, info, type FileInfo } from './lookup.js'
 import { progress as makeProgress } from './progress.js'
 import { StateFile, stateWarning } from './state.js'
-import { besideTarget, startExtraction, targetExists, type Extraction } from './extract.js'
+import { besideTarget, cannotWrite, startExtraction, targetExists, type Extraction } from './extract.js'
 
 interface DownloadState { etag: string, sha256: string, size: number, file: FileInfo }
 
 /** A failing local write or open: exit 8 with the path, never a retry. */
-const local = (what: string) => (err: unknown): never => { throw new CliError(EXIT.LOCAL, `cannot write ${what}: ${describe(err)}`) }
 const exists = (p: string) => fs.stat(p).then(() => true, () => false)
 
 export interface DownloadResult extends FileInfo { path: string }
@@ -55,10 +54,12 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
   let target = '-'
   let part = '-'
   let made: string | undefined // the first directory this run created for the archive, if any
+  let targetIsDir = false
   if (args.extract) {
     target = path.resolve(args.output ?? '.')
-    part = besideTarget(target, await targetExists(target), head.name, '.dropcode-part')
-    made = await fs.mkdir(path.dirname(part), { recursive: true }).catch(local(path.dirname(part)))
+    targetIsDir = await targetExists(target)
+    part = besideTarget(target, targetIsDir, head.name, '.dropcode-part')
+    made = await fs.mkdir(path.dirname(part), { recursive: true }).catch(cannotWrite(path.dirname(part)))
   } else if (!toStdout) {
     target = args.output !== undefined ? path.resolve(args.output) : path.resolve(head.name)
     if (args.output !== undefined && (await fs.stat(target).catch(() => undefined))?.isDirectory() === true) target = path.join(target, head.name)
@@ -68,18 +69,10 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
     throw new CliError(EXIT.LOCAL, `${target} exists: pass --force to overwrite it, or -o another path`)
   }
 
-  let tee: Tee | undefined
-  if (args.extract) {
-    // An uncompressed tar never holds more than its own size: the size bound is for compression.
-    const limits = { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, saved?.size ?? head.size) }
-    let extraction = await startExtraction(target, head.name, limits)
-    tee = {
-      write: data => extraction.write(data),
-      restart: async () => { await extraction.discard(); extraction = await startExtraction(target, head.name, limits) },
-      finish: async () => await extraction.finish(),
-      discard: async () => await extraction.discard()
-    }
-  }
+  // An uncompressed tar never holds more than its own size: the size bound is for compression.
+  const tee = args.extract
+    ? await startExtraction(target, targetIsDir, head.name, { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, saved?.size ?? head.size) })
+    : undefined
   const { sha256, size } = await fetchInto(args, client, head, part, saved, state, tee).catch(async (err: unknown) => {
     await tee?.discard()
     if (made !== undefined && !(err instanceof CliError && err.exitCode === EXIT.NETWORK)) await removeEmpty(path.dirname(part), made)
@@ -98,24 +91,18 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
         await state.remove()
       }
     } else {
-      await fs.rename(part, target).catch(local(target))
+      await fs.rename(part, target).catch(cannotWrite(target))
     }
     await state.remove()
   }
   return { ...head, size, sha256, path: target }
 }
 
-/** Where the archive's bytes go besides its partial file, for `--extract`. */
-interface Tee extends Extraction {
-  /** The download starts over from its first byte: what was unpacked is dropped. */
-  restart (): Promise<void>
-}
-
 /**
  * GETs the file into `part` (or stdout), and every byte in order to `tee`, resuming cut
  * connections; verifies the digest. Resolves with the verified SHA-256 and size.
  */
-async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>, tee: Tee | undefined) {
+async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>, tee: Extraction | undefined) {
   const toStdout = part === '-'
   let etag = saved?.etag
   let expected = saved?.sha256 ?? head.sha256
@@ -127,7 +114,7 @@ async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, pa
     if (offset > size) offset = 0
     hash = await hashPrefix(part, offset, tee)
   }
-  const fh = toStdout ? undefined : await fs.open(part, offset > 0 ? 'r+' : 'w').catch(local(part))
+  const fh = toStdout ? undefined : await fs.open(part, offset > 0 ? 'r+' : 'w').catch(cannotWrite(part))
   const progress = makeProgress('download', size, args)
   if (offset > 0) {
     progress.note(`resuming download at ${offset} of ${size} bytes`)
@@ -217,7 +204,7 @@ const IN_FLIGHT = 4
  * `writev`, so writes are small while the disk keeps up (a partial file grows as bytes come)
  * and large when it does not.
  */
-async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: { offset: number }, hash: Hash, tee: Tee | undefined, onBytes: (n: number) => void): Promise<void> {
+async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: { offset: number }, hash: Hash, tee: Extraction | undefined, onBytes: (n: number) => void): Promise<void> {
   let queued = pos.offset
   let pending: Buffer[] = []
   let pendingBytes = 0
@@ -278,7 +265,7 @@ async function copy (res: IncomingMessage, fh: fs.FileHandle | undefined, pos: {
 async function writeAt (fh: fs.FileHandle, buffers: Buffer[], at: number): Promise<void> {
   let rest = buffers
   while (rest.length > 0) {
-    let { bytesWritten } = await fh.writev(rest, at).catch(local('the download')) // not a cut: no resume
+    let { bytesWritten } = await fh.writev(rest, at).catch(cannotWrite('the download')) // not a cut: no resume
     at += bytesWritten
     // A short write (rare, for a regular file): go on from where it stopped.
     while (rest.length > 0 && bytesWritten >= rest[0]!.length) bytesWritten -= rest.shift()!.length
@@ -300,7 +287,7 @@ async function removeEmpty (dir: string, top: string): Promise<void> {
 }
 
 /** SHA-256 state of the first `length` bytes of a partial file (also given to `tee`). */
-async function hashPrefix (file: string, length: number, tee: Tee | undefined): Promise<Hash> {
+async function hashPrefix (file: string, length: number, tee: Extraction | undefined): Promise<Hash> {
   const hash = createHash('sha256')
   if (length === 0) return hash
   for await (const data of createReadStream(file, { start: 0, end: length - 1 }) as AsyncIterable<Buffer>) {

@@ -27,6 +27,9 @@ import { unpack, type UnpackLimits } from './unpack.js'
 /** Shown in full up to this many; the rest counted. */
 const SHOWN = 20
 
+/** For `.catch`: a local write that failed is exit 8, naming `what`. */
+export const cannotWrite = (what: string) => (err: unknown): never => { throw new CliError(EXIT.LOCAL, `cannot write ${what}: ${describe(err)}`) }
+
 /**
  * Whether `target` is an existing directory (a link to one, the user's own choice, counts);
  * missing is fine, anything else is exit 8.
@@ -61,56 +64,67 @@ export interface Extraction {
   write (data: Buffer): Promise<void> | undefined
   /** The archive is whole and verified: waits for the unpacking, checks the tree, moves it into place. */
   finish (): Promise<void>
-  /** Drops what was unpacked (the download failed, or starts over); the target stays as it was. */
+  /** Drops what was unpacked (the download failed); the target stays as it was. */
   discard (): Promise<void>
+  /** The download starts over from its first byte: drops what was unpacked and unpacks afresh. */
+  restart (): Promise<void>
 }
 
-/** Starts unpacking the archive `name` into a fresh staging directory for `target`. */
-export async function startExtraction (target: string, name: string, limits: UnpackLimits): Promise<Extraction> {
-  const exists = await targetExists(target)
-  const parent = exists ? target : path.dirname(target)
-  await fs.mkdir(parent, { recursive: true }).catch(local(parent))
+/**
+ * Starts unpacking the archive `name` into a fresh staging directory for `target` (whose parent
+ * the caller made; `exists`: from `targetExists`).
+ */
+export async function startExtraction (target: string, exists: boolean, name: string, limits: UnpackLimits): Promise<Extraction> {
   const stage = besideTarget(target, exists, name, '.dropcode-extract')
-  await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 }) // a killed run's
-  await fs.mkdir(stage).catch(local(stage)) // the umask's mode, as for the directory it becomes
-  const input = new PassThrough({ highWaterMark: AHEAD })
-  let failure: CliError | undefined
-  let settled = false
-  const unpacked = unpack(input, stage, limits)
-  const over = unpacked.then(() => { settled = true }, (err: unknown) => {
-    settled = true
-    failure = err instanceof CliError ? err : new CliError(EXIT.LOCAL, `cannot extract the archive: ${describe(err)}`)
-  })
   // Late writes of an aborted extraction fail once this is gone: node-tar creates nothing above
   // its (missing) working directory.
   const remove = async () => { await fs.rm(stage, { recursive: true, force: true, maxRetries: 3 }) }
+  const begin = async () => {
+    await remove() // a killed run's
+    await fs.mkdir(stage).catch(cannotWrite(stage)) // the umask's mode, as for the directory it becomes
+    const input = new PassThrough({ highWaterMark: AHEAD })
+    const unpacked = unpack(input, stage, limits)
+    const run = { input, unpacked, settled: false, failure: undefined as CliError | undefined, over: Promise.resolve() }
+    run.over = unpacked.then(() => { run.settled = true }, (err: unknown) => {
+      run.settled = true
+      run.failure = err instanceof CliError ? err : new CliError(EXIT.LOCAL, `cannot extract the archive: ${describe(err)}`)
+    })
+    return run
+  }
+  let run = await begin()
+  const discard = async () => {
+    run.input.destroy(new Error('the extraction was discarded'))
+    await run.over
+    await remove()
+  }
   return {
     write (data) {
-      if (failure !== undefined) throw failure
-      if (settled || input.write(data)) return undefined // (bytes after the archive's end are not its)
+      const { input, over } = run
+      if (run.failure !== undefined) throw run.failure
+      if (run.settled || input.write(data)) return undefined // (bytes after the archive's end are not its)
       return Promise.race([new Promise<void>(resolve => input.once('drain', resolve)), over]).then(() => {
-        if (failure !== undefined) throw failure
+        if (run.failure !== undefined) throw run.failure
       })
     },
     async finish () {
       try {
-        input.end()
-        await over
-        if (failure !== undefined) throw failure
-        const refused = await unpacked
+        run.input.end()
+        await run.over
+        if (run.failure !== undefined) throw run.failure
+        const refused = await run.unpacked
         // On disk, whatever order the entries came in: chains of links, hard links to outside.
         if (refused.length === 0) refused.push(...await auditTree(stage, { hardlinks: true }))
         if (refused.length > 0) throw unsafeArchive(refused)
         if (exists) await moveEntries(stage, target)
-        else await fs.rename(stage, target).catch(local(target))
+        else await fs.rename(stage, target).catch(cannotWrite(target))
       } finally {
         await remove()
       }
     },
-    async discard () {
-      input.destroy(new Error('the extraction was discarded'))
-      await over
-      await remove()
+    discard,
+    async restart () {
+      await discard()
+      run = await begin()
     }
   }
 }
@@ -145,5 +159,3 @@ async function moveNoReplace (from: string, to: string): Promise<void> {
   await fs.link(from, to)
   await fs.unlink(from)
 }
-
-const local = (what: string) => (err: unknown): never => { throw new CliError(EXIT.LOCAL, `cannot write ${what}: ${describe(err)}`) }

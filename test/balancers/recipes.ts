@@ -21,7 +21,8 @@ import { startBalancer, type Balancer, type BalancerKind } from '../helpers/bala
 import type { TestRedis } from '../helpers/redis-server.js'
 import type { TestS3 } from '../helpers/s3.js'
 import { startServer, type ServerProcess } from '../helpers/server-process.js'
-import { cliEnv, fileSize, runCli, until } from '../cli/run.js'
+import { cliEnv, fileSize, runCli } from '../cli/run.js'
+import { until } from '../helpers/until.js'
 import { dataDir } from '../helpers/tmp.js'
 import { curl } from '../helpers/curl.js'
 

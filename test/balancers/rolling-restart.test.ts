@@ -22,7 +22,7 @@ import { startRedis } from '../helpers/redis-server.js'
 import { startS3 } from '../helpers/s3.js'
 import { startServer, stopServer, type ServerProcess } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
-import { until } from '../cli/run.js'
+import { until } from '../helpers/until.js'
 import { curl, curlUpload, sha256File, writeFile } from './recipes.js'
 import { startTraffic, UPLOAD_SIZE } from './traffic.js'
 

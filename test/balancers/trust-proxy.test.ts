@@ -16,7 +16,7 @@ import { API_KEY, upload } from '../helpers/app.js'
 import type { BalancerKind } from '../helpers/balancers.js'
 import { startRedis } from '../helpers/redis-server.js'
 import { startS3 } from '../helpers/s3.js'
-import { until } from '../cli/run.js'
+import { until } from '../helpers/until.js'
 import { behindBalancer, type Setup } from './recipes.js'
 import { logged as lineLogged } from '../helpers/server-process.js'
 

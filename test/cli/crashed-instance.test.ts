@@ -19,7 +19,8 @@ import { killServer, startServer, type ServerProcess } from '../helpers/server-p
 import { bytes, sha256Of } from '../helpers/streams.js'
 import { startTcpRelay } from '../helpers/tcp-relay.js'
 import { startProxy, stopAfter, type Proxy } from './proxy.js'
-import { cliEnv, runCli, startCli, until } from './run.js'
+import { cliEnv, runCli, startCli } from './run.js'
+import { until } from '../helpers/until.js'
 
 const MiB = 1024 * 1024
 

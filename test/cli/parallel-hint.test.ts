@@ -17,7 +17,8 @@ import { API_KEY, testEnv } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
 import { record, startProxy, type Action, type Proxy } from './proxy.js'
-import { cliEnv, runCli, startCli, until } from './run.js'
+import { cliEnv, runCli, startCli } from './run.js'
+import { until } from '../helpers/until.js'
 
 const MiB = 1024 * 1024
 const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'warn' }))

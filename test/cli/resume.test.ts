@@ -11,7 +11,8 @@ import { API_KEY, testEnv } from '../helpers/app.js'
 import { startServer } from '../helpers/server-process.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
 import { cutAfter, PAST_SOCKET_BUFFERS, startProxy, stopAfter } from './proxy.js'
-import { cliEnv, fileSize, killUploadAfterChunks, runCli, startCli, stateFiles, until } from './run.js'
+import { cliEnv, fileSize, killUploadAfterChunks, runCli, startCli, stateFiles } from './run.js'
+import { until } from '../helpers/until.js'
 
 const MiB = 1024 * 1024
 const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'warn' }))

@@ -9,6 +9,7 @@ import type { Test } from 'tap'
 import { root } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
 import type { Proxy } from './proxy.js'
+import { until } from '../helpers/until.js'
 
 export const CLI = path.join(root, 'dist/cli/index.js')
 
@@ -65,15 +66,6 @@ export function startCli (t: Test, args: string[], env: CliEnv, stdin?: Buffer |
 }
 
 export const runCli = (t: Test, args: string[], env: CliEnv, stdin?: Buffer | string) => startCli(t, args, env, stdin).done
-
-/** Resolves once `check` is true (polling), or rejects after `ms`. */
-export async function until (check: () => boolean, ms = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise(resolve => setTimeout(resolve, 10))
-  }
-}
 
 export const fileSize = (p: string) => { try { return fs.statSync(p).size } catch { return -1 } }
 

@@ -7,6 +7,7 @@ import { once } from 'node:events'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import type { Test } from 'tap'
+import { until } from './until.js'
 
 export const root = path.resolve(import.meta.dirname, '../..')
 
@@ -78,12 +79,7 @@ export async function startServer (t: Test, env: Record<string, string>, options
  * most LOG_FLUSH_MS after they are written (src/logging.ts), not with the answer.
  */
 export async function logged (server: ServerProcess, match: (line: Record<string, unknown>) => boolean, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms
-  while (!server.logs.some(match)) {
-    if (Date.now() > deadline) return false
-    await new Promise(resolve => setTimeout(resolve, 25))
-  }
-  return true
+  return await until(() => server.logs.some(match), ms, 'a log line', 25).then(() => true, () => false)
 }
 
 /** Resolves with the process's exit code; kills it and resolves 'hung' if it has not exited within `ms`. */
