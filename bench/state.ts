@@ -57,7 +57,7 @@ export async function benchState (records: number, log: (msg: string) => void): 
   try {
     const now = Date.now()
     const stateDir = path.join(dir, 'state')
-    let state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, graceMs: 600_000, now: Date.now, housekeepingMs: 0 })
+    let state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, now: Date.now, housekeepingMs: 0 })
     const codes: string[] = []
     const record = (): FileRecord => ({
       code: newCode(),
@@ -83,7 +83,7 @@ export async function benchState (records: number, log: (msg: string) => void): 
     log('state: reopening')
     await state.close()
     const t0 = performance.now()
-    state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, graceMs: 600_000, now: Date.now, housekeepingMs: 0 })
+    state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, now: Date.now, housekeepingMs: 0 })
     const probe = codes[Math.floor(Math.random() * codes.length)]!
     if (!(await state.files.lookup(probe, now)).ok) throw new Error('a stored record is missing after reopening')
     const reopenMs = performance.now() - t0
@@ -108,7 +108,7 @@ export async function benchState (records: number, log: (msg: string) => void): 
     await rm(emptyDir, { recursive: true, force: true })
 
     log('state: housekeeping of every record at once')
-    state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, graceMs: 600_000, now: Date.now, housekeepingMs: 0 })
+    state = await openLmdbBackend({ dir: stateDir, maxRecords: records + 1, now: Date.now, housekeepingMs: 0 })
     const purge = await measured(() => state.purge(now + 2 * HOUR))
     if (purge.result !== records) log(`state: purged ${purge.result} of ${records} entries`)
     await state.close()

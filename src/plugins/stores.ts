@@ -24,7 +24,7 @@ export interface StoresOptions {
 }
 
 export default fp(async function stores (app: FastifyInstance, opts: StoresOptions) {
-  const state = await openState(opts.config.state, { now: opts.now, graceMs: opts.config.sweeper.graceMs, log: app.log })
+  const state = await openState(opts.config.state, { now: opts.now, log: app.log })
   app.addHook('onClose', () => state.close())
   const blobs = await openBlobStore(opts.config.storage, opts.s3Client ? { s3Client: opts.s3Client } : {})
   app.addHook('onClose', () => blobs.close())

@@ -7,7 +7,6 @@ import type { FastifyBaseLogger } from 'fastify'
 import { describeRedis, type RedisConnection, type StateConfig } from '../config.js'
 import { openLmdbBackend } from './lmdb/index.js'
 import { createRedisBackend } from './redis/index.js'
-import { migrateV1 } from './redis/migrate.js'
 import { DropcodeError, StartupError } from '../core/errors.js'
 import type { StateBackend } from './types.js'
 
@@ -64,8 +63,6 @@ export function createClusterClient (c: Extract<RedisConnection, { mode: 'cluste
 export interface OpenStateOptions {
   /** Clock (epoch ms) for the embedded driver's housekeeping. */
   now: () => number
-  /** ms an object outlives its file's expiry (SWEEP_GRACE_SECONDS). */
-  graceMs: number
   log: FastifyBaseLogger
 }
 
@@ -100,7 +97,6 @@ export async function openState (config: StateConfig, options: OpenStateOptions)
         `start Redis there, fix ${setting}, or unset ${setting} and STATE_DRIVER to keep the state under DATA_DIR`, { cause: err })
     }
     if (client instanceof Cluster) {
-      // dropcode 0.1 never ran on a Redis Cluster: there is nothing to migrate.
       const backend = createRedisBackend({ client, prefix: config.prefix })
       return {
         ...backend,
@@ -124,13 +120,11 @@ export async function openState (config: StateConfig, options: OpenStateOptions)
         close: async () => { await client.quit().catch(() => client.disconnect()) }
       }
     }
-    const moved = await migrateV1(client, config.prefix, options.graceMs, options.now())
-    if (moved > 0) options.log.warn({ keys: moved }, 'moved Redis keys of dropcode 0.1 to the current layout')
     const backend = createRedisBackend({ client, prefix: config.prefix })
     return { ...backend, close: async () => { await client.quit().catch(() => client.disconnect()) } }
   }
   try {
-    return await openLmdbBackend({ dir: config.dir, maxRecords: config.maxRecords, graceMs: options.graceMs, now: options.now, log: options.log })
+    return await openLmdbBackend({ dir: config.dir, maxRecords: config.maxRecords, now: options.now, log: options.log })
   } catch (err) {
     throw new StartupError(`cannot open the state database under ${config.dir} (DATA_DIR): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
       'make DATA_DIR writable by this user, or point DATA_DIR elsewhere', { cause: err })

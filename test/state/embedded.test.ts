@@ -1,7 +1,7 @@
 /**
  * The embedded default (fs blobs + LMDB state) as an operator meets it: real server processes
- * killed with SIGKILL, restarted, sharing a DATA_DIR, upgraded from the old journal, and run out
- * of disk space on a real small filesystem.
+ * killed with SIGKILL, restarted, sharing a DATA_DIR, and run out of disk space on a real small
+ * filesystem.
  */
 import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -37,7 +37,7 @@ t.test('kill -9 during a burst of uploads loses no code that was answered', asyn
 
 t.test('an unclean stop never blocks the next start (stale lock files, PID 1 in a container)', async t => {
   const dir = dataDir(t)
-  // What the old journal's lock file held after `docker stop` killed node as PID 1.
+  // A lock file as dropcode 0.1 left it after `docker stop` killed node as PID 1: ignored.
   fs.mkdirSync(path.join(dir, 'state'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'state', 'lock'), '1')
   const a = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
@@ -90,36 +90,6 @@ t.test('open sessions count toward LOCAL_STATE_MAX_RECORDS: a flood of empty sta
   t.equal(starts.filter(r => r.status === 200).length, 15, '5 files + 15 sessions = 20 records')
   t.ok(starts.filter(r => r.status !== 200).every(r => r.status === 503 && r.body.code === 'DROPCODE_STATE_FULL'))
   t.match(await upload(server, 'one more'), { status: 503, body: { code: 'DROPCODE_STATE_FULL' } }, 'sessions take room from files too')
-  t.equal(await stopServer(server), 0)
-})
-
-t.test('the journal of an earlier version is imported once and kept aside', async t => {
-  const dir = dataDir(t)
-  const state = path.join(dir, 'state')
-  fs.mkdirSync(path.join(dir, 'blobs', 'ab'), { recursive: true })
-  const blobKey = 'ab' + '0'.repeat(30)
-  fs.writeFileSync(path.join(dir, 'blobs', 'ab', blobKey), 'from the old days')
-  const now = Date.now()
-  const file = { code: 'OldOne', blobKey, filename: 'old.txt', contentType: 'text/plain; charset=utf-8', size: 17, maxDownloads: 3, downloads: 0, createdAt: now, expiresAt: now + 3_600_000 }
-  const gone = { ...file, code: 'GoneGo', blobKey: 'cd' + '0'.repeat(30) }
-  fs.mkdirSync(state, { recursive: true })
-  fs.writeFileSync(path.join(state, 'journal.jsonl'), [
-    { t: 'f', f: file }, { t: 'b', k: blobKey, at: file.expiresAt + 600_000 },
-    { t: 'd', c: 'OldOne', n: 1 },
-    { t: 'f', f: gone }, { t: 'x', c: 'GoneGo' }
-  ].map(op => JSON.stringify(op)).join('\n') + '\n{"t":"d","c":"Old') // and a torn last line
-  fs.writeFileSync(path.join(state, 'lock'), '1')
-
-  const server = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
-  const first = await fetch(`${server.url}/download/OldOne`)
-  t.equal(await first.text(), 'from the old days')
-  t.equal((await fetch(`${server.url}/download/OldOne`)).status, 200, 'its download count came along (1 of 3 used before)')
-  t.equal((await fetch(`${server.url}/download/OldOne`)).status, 404)
-  t.equal((await fetch(`${server.url}/download/GoneGo`)).status, 404, 'a deleted file stays deleted')
-  const left = fs.readdirSync(state)
-  t.notOk(left.includes('journal.jsonl'), 'not imported twice')
-  t.ok(left.some(f => f.startsWith('journal.jsonl.imported-')), 'kept aside')
-  t.notOk(left.includes('lock'), 'the old lock file is gone')
   t.equal(await stopServer(server), 0)
 })
 

@@ -4,7 +4,7 @@ import { dataDir } from '../helpers/tmp.js'
 import { stateContracts } from './contract/index.js'
 
 stateContracts(t, async t => {
-  const backend = await openLmdbBackend({ dir: dataDir(t), maxRecords: 1_000_000, graceMs: 600_000, now: Date.now, housekeepingMs: 0 })
+  const backend = await openLmdbBackend({ dir: dataDir(t), maxRecords: 1_000_000, now: Date.now, housekeepingMs: 0 })
   t.teardown(() => backend.close())
   return backend
 })

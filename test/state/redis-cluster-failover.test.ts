@@ -17,7 +17,7 @@ t.teardown(() => cluster.stop())
 t.test('a master dies: its replica takes over and the service recovers by itself', async t => {
   const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PREFIX: 'fo:' })
   if (config.state.driver !== 'redis') return
-  const state = await openState(config.state, { now: Date.now, graceMs: 1000, log: pino({ level: 'silent' }) })
+  const state = await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
   t.teardown(() => state.close())
   const now = Date.now()
   // Enough codes that every master holds some.

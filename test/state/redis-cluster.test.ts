@@ -67,7 +67,7 @@ t.test('REDIS_CLUSTER_NODES and REDIS_PASSWORD through openState: a working back
   const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PASSWORD: cluster.password, REDIS_PREFIX: 'open:' })
   t.match(config.state, { driver: 'redis', redis: { mode: 'cluster', nodes: cluster.ports.map(port => ({ host: '127.0.0.1', port })) } })
   if (config.state.driver !== 'redis') return
-  const state = await openState(config.state, { now: Date.now, graceMs: 1000, log: pino({ level: 'silent' }) })
+  const state = await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
   t.teardown(() => state.close())
   await t.resolves(state.ping())
   const now = Date.now()
@@ -80,10 +80,10 @@ t.test('a wrong password or no cluster there: start-up stops with a message nami
   const log = pino({ level: 'silent' })
   const wrong = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PASSWORD: 'wrong' })
   if (wrong.state.driver !== 'redis') return
-  await t.rejects(openState(wrong.state, { now: Date.now, graceMs: 0, log }), { name: 'StartupError', message: /^cannot reach Redis Cluster at 127\.0\.0\.1:\d+,.* \(REDIS_CLUSTER_NODES\): / })
+  await t.rejects(openState(wrong.state, { now: Date.now, log }), { name: 'StartupError', message: /^cannot reach Redis Cluster at 127\.0\.0\.1:\d+,.* \(REDIS_CLUSTER_NODES\): / })
   const nobody = loadConfig({ REDIS_CLUSTER_NODES: `127.0.0.1:${await freePort()}` })
   if (nobody.state.driver !== 'redis') return
-  await t.rejects(openState(nobody.state, { now: Date.now, graceMs: 0, log }), { name: 'StartupError', message: /\(REDIS_CLUSTER_NODES\)/ })
+  await t.rejects(openState(nobody.state, { now: Date.now, log }), { name: 'StartupError', message: /\(REDIS_CLUSTER_NODES\)/ })
 })
 
 t.test('banner and readiness: one master gone → /readyz fails at once (this test ends the cluster)', async t => {
@@ -91,7 +91,7 @@ t.test('banner and readiness: one master gone → /readyz fails at once (this te
   t.match(startupBanner(config, null), `state:   Redis Cluster at ${cluster.nodes} (keys dropcode:*)`)
   t.notMatch(startupBanner(config, null), cluster.password!, 'no password in the banner')
   if (config.state.driver !== 'redis') return
-  const state = await openState(config.state, { now: Date.now, graceMs: 1000, log: pino({ level: 'silent' }) })
+  const state = await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
   t.teardown(() => state.close())
   await t.resolves(state.ping())
   await cluster.killNode(cluster.ports[2]!)

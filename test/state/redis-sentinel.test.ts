@@ -20,7 +20,7 @@ let n = 0
 async function open (prefix: string): Promise<StateBackend> {
   const config = loadConfig({ ...sentinel.env(), REDIS_PREFIX: prefix })
   if (config.state.driver !== 'redis') throw new Error('not redis')
-  return await openState(config.state, { now: Date.now, graceMs: 1000, log: pino({ level: 'silent' }) })
+  return await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
 }
 
 stateContracts(t, async t => {
@@ -55,7 +55,7 @@ t.test('no Sentinel there: start-up stops with a message naming REDIS_SENTINELS'
   const config = loadConfig({ REDIS_SENTINELS: `127.0.0.1:${await freePort()}` })
   if (config.state.driver !== 'redis') return
   const started = Date.now()
-  await t.rejects(openState(config.state, { now: Date.now, graceMs: 0, log: pino({ level: 'silent' }) }),
+  await t.rejects(openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) }),
     { name: 'StartupError', message: /^cannot reach Redis master mymaster of the Sentinels at 127\.0\.0\.1:\d+ \(REDIS_SENTINELS\): / })
   t.ok(Date.now() - started < 10_000, `within ${Date.now() - started} ms`)
 })

@@ -1,7 +1,6 @@
 import t, { type Test } from 'tap'
 import { createRedisClient } from '../../src/state/index.js'
 import { createRedisBackend } from '../../src/state/redis/index.js'
-import { migrateV1 } from '../../src/state/redis/migrate.js'
 import { startRedis } from '../helpers/redis-server.js'
 import { stateContracts } from './contract/index.js'
 import { fileRecord } from './contract/files.js'
@@ -60,33 +59,6 @@ t.test('Redis down: operations fail fast with STATE_UNAVAILABLE and recover', as
   }
   await t.resolves(state.ping(), 'reconnected by itself')
   t.equal(await state.files.create(fileRecord(Date.now()), Date.now()), true)
-})
-
-t.test('keys of dropcode 0.1 move to the current layout once, and stay usable', async t => {
-  const c = await client(t)
-  const p = 'v1:'
-  const now = Date.now()
-  const file = { code: 'OldOne', blobKey: 'ab' + '0'.repeat(30), filename: 'old.txt', contentType: 'text/plain; charset=utf-8', size: '17', maxDownloads: '3', downloads: '1', createdAt: String(now), expiresAt: String(now + 3_600_000) }
-  await c.hset(`${p}file:OldOne`, file)
-  await c.pexpireat(`${p}file:OldOne`, now + 3_600_000)
-  await c.zadd(`${p}blobs`, now + 4_200_000, file.blobKey)
-  const id = 'S'.repeat(22)
-  await c.hset(`${p}session:${id}`, { id, blobKey: 'cd' + '0'.repeat(30), handle: '', filename: 'big.iso', totalChunks: '2', maxDownloads: '1', expiryHours: '24', createdAt: String(now), state: 'open', bytes: '5' })
-  await c.pexpire(`${p}session:${id}`, 60_000)
-  await c.hset(`${p}session:${id}:chunks`, '0', JSON.stringify({ size: 5, file: '0-abc' }))
-  await c.set(`${p}done:${'D'.repeat(22)}`, 'DoneOk', 'PX', 60_000)
-
-  t.ok(await migrateV1(c, p, 600_000, now) >= 4)
-  t.equal(await migrateV1(c, p, 600_000, now), 0, 'once')
-  const state = createRedisBackend({ client: c, prefix: p })
-  const found = await state.files.lookup('OldOne', now)
-  t.match(found, { ok: true, file: { code: 'OldOne', downloads: 1, maxDownloads: 3, sha256: '', retainUntil: now + 4_200_000 } })
-  t.ok((await state.files.claim('OldOne', 'c1', now, now + 1000)).ok, 'claimable')
-  t.same((await state.cleanup.lease(now + 4_200_000, 10, now + 5_000_000)).map(d => d.blobKey), [file.blobKey], 'its cleanup deadline came along')
-  const view = await state.sessions.get(id, now)
-  t.same(view?.chunks.get(0), { size: 5, sha256: '', receipt: JSON.stringify({ size: 5, file: '0-abc' }) })
-  t.same(await state.sessions.beginCompletion('D'.repeat(22), now, now + 1000, 'any-key', 'tk', 60_000), { status: 'done', result: { code: 'DoneOk' } })
-  t.equal(await c.exists(`${p}file:OldOne`, `${p}blobs`, `${p}session:${id}`), 0, 'old keys are gone')
 })
 
 t.test('a create that runs after its publish was retracted takes nothing (tombstone until the given time)', async t => {

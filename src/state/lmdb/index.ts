@@ -13,7 +13,6 @@
  *   yielding to the event loop between them), once a minute and at start.
  * - A full disk fails the write with DROPCODE_STORAGE_FULL and leaves the database as it was;
  *   writes succeed again when space returns.
- * - DATA_DIR/state/journal.jsonl from earlier versions is imported once (import-journal.ts).
  */
 import path from 'node:path'
 import type { FastifyBaseLogger } from 'fastify'
@@ -21,7 +20,6 @@ import type { CounterStore, StateBackend } from '../types.js'
 import { createLmdbCleanup } from './cleanup.js'
 import { openLmdbEnv, type LmdbEnv } from './env.js'
 import { createLmdbFiles } from './files.js'
-import { importJournal } from './import-journal.js'
 import { createLmdbSessions } from './sessions.js'
 
 export interface LmdbBackendOptions {
@@ -29,8 +27,6 @@ export interface LmdbBackendOptions {
   dir: string
   /** Most file records and open sessions held at once (DROPCODE_STATE_FULL beyond). */
   maxRecords: number
-  /** ms an object outlives a file's expiry (for records imported from the old journal). */
-  graceMs: number
   /** Clock for housekeeping (epoch ms). */
   now: () => number
   log?: FastifyBaseLogger
@@ -91,8 +87,6 @@ export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBa
       if (n < PURGE_BATCH) return total
     }
   }
-
-  await importJournal({ dir: opts.dir, env, sessions, graceMs: opts.graceMs, log: opts.log })
 
   let running: Promise<unknown> | undefined
   const housekeeping = () => {

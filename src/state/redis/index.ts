@@ -32,7 +32,7 @@
  *
  * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in ../index.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
- * to slots spread over the masters); nothing SCANs at run time (only migrate.ts, on one Redis).
+ * to slots spread over the masters); nothing SCANs.
  * `sessions.get` is a MULTI over two keys of one tag. The prefix stays outside the braces, so it
  * never moves a key to another slot; the ioredis `keyPrefix` option is not used.
  *
