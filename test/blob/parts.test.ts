@@ -11,6 +11,7 @@ import t, { type Test } from 'tap'
 import { SLAB_SIZE, SlabPool, streamParts, type StreamPartsOptions } from '../../src/blob/s3/parts.js'
 import { within } from '../helpers/app.js'
 import { bytes } from '../helpers/streams.js'
+import { until } from '../helpers/until.js'
 
 /** `data` as a stream of irregular chunks (up to `max` bytes), with a pause now and then. */
 function irregular (data: Buffer, seed: number, max = 700): Readable {
@@ -25,10 +26,6 @@ function irregular (data: Buffer, seed: number, max = 700): Readable {
       if (x % 7 === 0) await sleep(x % 3)
     }
   })())
-}
-
-async function until (check: () => boolean): Promise<void> {
-  while (!check()) await sleep(5)
 }
 
 async function toBuffer (body: Buffer | Readable): Promise<Buffer> {
@@ -92,7 +89,7 @@ t.test('a stream holds the slabs its unsent bytes fill, not a part (issue 20)', 
     yield bytes(100, 4)
   })())
   const storing = store(pool, stalled, { whole: true })
-  await within(until(() => more !== undefined), 2000, 'the first 64 KiB read')
+  await until(() => more !== undefined, 2000, 'the first 64 KiB read', 5)
   t.equal(pool.stats.bytesInUse, SLAB_SIZE, 'a stream stalled after 64 KiB holds one slab')
   const others = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
     const second = Readable.from([bytes(3 * SLAB_SIZE + 5, i)])
@@ -150,7 +147,7 @@ t.test('one stream stalls holding slabs; the others still complete', async t => 
     yield stalledData.subarray(250)
   })())
   const storing = store(pool, stalled, { holdBack: 0 })
-  await within(until(() => resume !== undefined), 2000, 'the stalled stream read its first bytes')
+  await until(() => resume !== undefined, 2000, 'the stalled stream read its first bytes', 5)
   t.equal(pool.stats.bytesInUse, 300, 'it holds three slabs')
   let next = 0
   let peak = 0
@@ -183,12 +180,12 @@ t.test('a stream whose source fails while it waits for a slab stops waiting and 
     yield bytes(10, 2)
   })())
   const storingB = store(pool, stalled, { holdBack: 0 })
-  await within(until(() => resume !== undefined), 2000, 'B read its piece')
+  await until(() => resume !== undefined, 2000, 'B read its piece', 5)
   // A gets three slabs and then must wait; its client goes away meanwhile.
   const failing = new Readable({ read () {} })
   failing.push(bytes(350, 3))
   const storingA = streamParts(failing, { pool, concurrency: 1, holdBack: 0, sendPart: async () => {} })
-  await within(until(() => pool.stats.streamsWaiting === 1), 2000, 'A waits for a slab')
+  await until(() => pool.stats.streamsWaiting === 1, 2000, 'A waits for a slab', 5)
   t.equal(pool.stats.bytesInUse, 700, 'A holds three slabs while it waits')
   failing.destroy(new Error('client went away'))
   await t.rejects(within(storingA, 2000, 'A gives up'), /client went away/, 'A rejects with its source\'s error, without a slab granted')
@@ -250,7 +247,7 @@ t.test('the gate admits four 1 MiB streams into 64 slabs and holds the 5th until
   const stores = admitted.map((ticket, i) => store(pool, sources[i]!.stream, { maxLength: MiB, whole: true, ticket }))
   // Each sends 15 of its 16 slabs' worth: all four at once, on their promises alone.
   for (const [i, s] of sources.entries()) for (let o = 0; o < 15 * SLAB_SIZE; o += SLAB_SIZE) s.push(data[i]!.subarray(o, o + SLAB_SIZE))
-  await within(until(() => pool.stats.bytesInUse === 60 * SLAB_SIZE), 2000, 'the four fill 15 slabs each')
+  await until(() => pool.stats.bytesInUse === 60 * SLAB_SIZE, 2000, 'the four fill 15 slabs each', 5)
   t.equal(pool.stats.bytesPromised, 4 * SLAB_SIZE, 'one promised slab left each')
   t.notOk(await settled(tickets[4]!), 'the 5th still waits')
   sources[0]!.push(data[0]!.subarray(15 * SLAB_SIZE))
@@ -284,7 +281,7 @@ t.test('a stream whose source stalls for over a second gives its promise back, a
   const data = Array.from({ length: 4 }, (_, i) => bytes(MiB, 20 + i))
   const stores = stalled.map((ticket, i) => store(pool, sources[i]!.stream, { maxLength: MiB, whole: true, ticket }))
   for (const [i, s] of sources.entries()) s.push(data[i]!.subarray(0, SLAB_SIZE))
-  await within(until(() => pool.stats.bytesInUse === 4 * SLAB_SIZE), 2000, 'each holds its first slab')
+  await until(() => pool.stats.bytesInUse === 4 * SLAB_SIZE, 2000, 'each holds its first slab', 5)
   const started = Date.now()
   const others = Array.from({ length: 3 }, () => pool.admit(MiB))
   t.notOk(await settled(others[0]!), 'a new upload waits while the promises stand')

@@ -1,5 +1,5 @@
 /**
- * The compiled CLI (`dist/cli/index.js`, built by `npm test`'s pretest) as a child process,
+ * The compiled CLI (`dist/cli/index.js`, built before every tap run: test/helpers/build.ts) as a child process,
  * with a private cache directory and only the environment a test gives it.
  */
 import { spawn, type ChildProcess } from 'node:child_process'

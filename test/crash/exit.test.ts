@@ -19,10 +19,10 @@ import { mkdirSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
-import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { dataDir, missingCodes, uploadTraffic } from '../helpers/app.js'
 import { exitOf, injectCrash, root, runToExit, startServer, stopServer } from '../helpers/server-process.js'
+import { until } from '../helpers/until.js'
 
 /** Each round has a write in flight at the exit; without the fix every round hangs (exitOf: 'hung' after 20 s, where an exit takes about a second). */
 const ROUNDS = 3
@@ -57,7 +57,7 @@ t.test('an uncaught exception under upload traffic exits 1 with a fatal log line
   for (let round = 1; round <= ROUNDS; round++) {
     const server = await startServer(t, { DATA_DIR: dir, API_KEYS: 'k' }, { probe: true })
     const traffic = uploadTraffic(server.url, { key: 'k', clients: 16 })
-    while (traffic.codes.length < 10) await sleep(10)
+    await until(() => traffic.codes.length >= 10, 20_000, 'ten uploads answered')
     injectCrash(server)
     t.equal(await exitOf(server.child), 1, `round ${round}: exits 1`)
     await traffic.stop()

@@ -23,6 +23,7 @@ import { killServer, startServer } from '../helpers/server-process.js'
 import { slowChunk } from '../helpers/slow-chunk.js'
 import { listStored } from '../helpers/storage.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
+import { until } from '../helpers/until.js'
 
 const [redis, s3] = await Promise.all([startRedis(), startS3()])
 t.teardown(async () => { await redis.stop(); await s3.stop() })
@@ -32,13 +33,17 @@ const BOUNDARY = 'dropcode-crash-upload'
 
 /** Sends harmless requests until the proxy's next request goes to `backend`. */
 async function landOn (proxy: Proxy, backend: string) {
-  while (proxy.peek() !== backend) await (await fetch(`${proxy.url}/healthz`)).text()
+  await until(async () => {
+    if (proxy.peek() === backend) return true
+    await (await fetch(`${proxy.url}/healthz`)).text()
+    return false
+  }, 10_000, `the proxy's turn for ${backend}`, 0)
 }
 
 /** Resolves once the proxy has routed one more request than when called. */
 async function routed (proxy: Proxy) {
   const before = proxy.routed.length
-  while (proxy.routed.length === before) await sleep(5)
+  await until(() => proxy.routed.length > before, 10_000, 'one more request routed', 5)
 }
 
 /** An upload whose body is sent in two steps, so it can be in flight when an instance dies. */
@@ -73,7 +78,7 @@ async function heldDownload (url: string, code: string) {
     res.once('close', () => resolve(res.complete))
     res.once('error', () => resolve(false))
   })
-  while (received.length === 0) await sleep(10)
+  await until(() => received.length > 0, 10_000, 'the first bytes of the download')
   res.pause()
   return {
     status: res.statusCode!,
@@ -143,7 +148,7 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
   await cut.holdAfterChunk()
   // Everything is in flight: the uploads are writing their first parts to S3, and a has stored
   // chunk 3 as an object but not recorded it (the rest of its request has not arrived).
-  while (!(await listStored(config)).some(k => k.includes('.chunk-3-'))) await sleep(50)
+  await until(async () => (await listStored(config)).some(k => k.includes('.chunk-3-')), 20_000, 'chunk 3 stored as an object', 50)
   await sleep(500)
   t.same(proxy.routed.filter(r => r.method === 'POST' && r.path === '/upload').slice(-4).map(r => r.backend), [a.url, b.url, a.url, b.url], 'uploads in flight on both instances')
 
@@ -222,6 +227,6 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
   for (const code of contents.keys()) t.equal((await fetch(`${proxy.url}/delete/${code}`, { method: 'DELETE' })).status, 200)
   t.same(await sweepLater(), { deleted: 0, failed: 0 })
   t.same(await listStored(config), [], 'S3 is empty')
-  t.same(await keys(), [`done:{${sessionId}}`, 'layout'], 'no record, session, claim or cleanup entry left in Redis')
+  t.same(await keys(), [`done:{${sessionId}}`], 'no record, session, claim or cleanup entry left in Redis')
   t.ok(await direct.pttl(`${prefix}done:{${sessionId}}`) > 0, 'the session\'s answer expires')
 })

@@ -19,6 +19,7 @@ import { testEnv, upload } from '../helpers/app.js'
 import { killServer, startServer } from '../helpers/server-process.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
 import { dataDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
 const run = promisify(execFile)
 const UPLOADS = 200
@@ -42,7 +43,7 @@ t.test('kill -9 during uploads, restart: every one-time file downloaded once wit
       } catch { return } // the server died under this upload
     }
   }))
-  while (answered.size < 60) await sleep(5)
+  await until(() => answered.size >= 60, 30_000, '60 uploads answered', 5)
   await killServer(a)
   await uploads
   t.ok(next < UPLOADS, `killed during the uploads (${answered.size} answered, ${next} started)`)

@@ -51,17 +51,39 @@ export async function startRedisCluster (opts: { password?: string, replicas?: n
   process.once('exit', () => { for (const c of children) c.kill('SIGKILL') })
   try {
     const replicas = opts.replicas ?? 0
-    for (let i = 0; i < 3 * (1 + replicas); i++) {
-      const [port, bus] = [await freePort(), await freePort()]
-      ports.push(port)
-      buses.push(bus)
-      children.push(spawn('redis-server', [
-        '--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1',
-        '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
-        '--cluster-node-timeout', '2000', '--dir', dir, '--dbfilename', `dump-${port}.rdb`, '--save', '', '--appendonly', 'no', '--loglevel', 'warning', ...auth
-      ], { stdio: 'ignore' }))
+    const taken = new Set<number>()
+    const unusedPort = async () => {
+      for (;;) {
+        const port = await freePort()
+        if (!taken.has(port)) { taken.add(port); return port }
+      }
     }
-    await Promise.all(ports.map(port => until(() => probe(port, opts.password, 'PING'), `redis-server on ${port}`)))
+    /**
+     * Starts node `i` on free ports. A free port can be taken between the probe and the bind
+     * (another test file's server): a node that exits before it answers PING is started again
+     * on other ports (CI once saw one node never answer for 15 s).
+     */
+    const startNode = async (i: number) => {
+      for (let attempt = 1; ; attempt++) {
+        const [port, bus] = [await unusedPort(), await unusedPort()]
+        const child = spawn('redis-server', [
+          '--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1',
+          '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
+          '--cluster-node-timeout', '2000', '--dir', dir, '--dbfilename', `dump-${port}.rdb`, '--save', '', '--appendonly', 'no', '--loglevel', 'warning', ...auth
+        ], { stdio: ['ignore', 'pipe', 'ignore'] })
+        let said = ''
+        child.stdout!.on('data', (d: Buffer) => { said = (said + d.toString()).slice(-2000) })
+        children[i] = child
+        ports[i] = port
+        buses[i] = bus
+        const exited = new Promise<boolean>(resolve => child.once('exit', () => resolve(true)))
+        const ready = until(() => probe(port, opts.password, 'PING'), `redis-server on ${port}`).then(() => false)
+        ready.catch(() => {}) // (when the exit came first)
+        if (!await Promise.race([ready, exited])) return
+        if (attempt === 3) throw new Error(`redis-server exited before it answered, 3 times; the last, on ${port}, said: ${said.trim()}`)
+      }
+    }
+    await Promise.all(Array.from({ length: 3 * (1 + replicas) }, (_, i) => startNode(i)))
     await run('redis-cli', [...(opts.password !== undefined ? ['-a', opts.password, '--no-auth-warning'] : []),
       '--cluster', 'create', ...ports.map(p => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
     const joined = Date.now()

@@ -155,7 +155,7 @@ t.test('SIGTERM: a keep-alive connection whose response started before the drain
   socket.resume()
   /** The next whole response from `keepFrom` on: its head, and where the one after starts. */
   const whole = async (): Promise<{ head: string, end: number }> => {
-    for (;;) {
+    for (const deadline = Date.now() + 10_000; ;) {
       const at = kept.indexOf('\r\n\r\n')
       if (at >= 0) {
         const head = kept.subarray(0, at).toString('latin1')
@@ -163,6 +163,7 @@ t.test('SIGTERM: a keep-alive connection whose response started before the drain
         if (total >= end) return { head, end }
       }
       if (ended) throw new Error(`connection ended after ${total} bytes`)
+      if (Date.now() > deadline) throw new Error(`no whole response within 10 s (${total} bytes)`)
       await new Promise(resolve => setTimeout(resolve, 20))
     }
   }

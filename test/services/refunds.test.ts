@@ -8,6 +8,7 @@ import { pino } from 'pino'
 import t from 'tap'
 import { createMetrics } from '../../src/metrics.js'
 import { createRefundQueue } from '../../src/services/refunds.js'
+import { until } from '../helpers/until.js'
 
 function setup (opts: { maxPending?: number } = {}) {
   const done: string[] = []
@@ -32,12 +33,12 @@ t.test('retries until the store answers, oldest first', async t => {
   t.equal(queue.pending, 2)
   t.same(done, [])
   store.failing = false
-  while (queue.pending > 0) await sleep(5)
+  await until(() => queue.pending === 0, 10_000, 'the refunds')
   t.same(done, ['AAAAAA/c1', 'BBBBBB/c2'])
   t.same((await metric('dropcode_claim_refunds_total')).map(v => [v.labels.event, v.value]).sort(), [['queued', 2], ['refunded', 2]])
   t.same((await metric('dropcode_claim_refunds_pending'))[0]!.value, 0)
   queue.add('CCCCCC', 'c3') // a worker starts again after the queue emptied
-  while (queue.pending > 0) await sleep(5)
+  await until(() => queue.pending === 0, 10_000, 'the third refund')
   t.same(done.at(-1), 'CCCCCC/c3')
 })
 

@@ -11,6 +11,7 @@ import t from 'tap'
 import { form, missingCodes, uploadTraffic } from '../helpers/app.js'
 import { killServer, startServer, stopServer, type ServerProcess } from '../helpers/server-process.js'
 import { dataDir } from '../helpers/tmp.js'
+import { until } from '../helpers/until.js'
 
 const KEY = 'embedded-key'
 
@@ -24,7 +25,7 @@ t.test('kill -9 during a burst of uploads loses no code that was answered', asyn
   const first = await startServer(t, { DATA_DIR: dir, API_KEYS: KEY })
   // 8 clients upload as fast as they can; the server is killed in the middle of it.
   const traffic = uploadTraffic(first.url, { key: KEY })
-  while (traffic.codes.length < 150) await new Promise(resolve => setTimeout(resolve, 5))
+  await until(() => traffic.codes.length >= 150, 30_000, '150 uploads answered', 5)
   await killServer(first)
   await traffic.stop()
   const answered = traffic.codes
@@ -68,7 +69,7 @@ t.test('kill -9 of one of two processes on one DATA_DIR in the middle of writes:
   const [survivor, victim] = await Promise.all([startServer(t, { DATA_DIR: dir, API_KEYS: KEY }), startServer(t, { DATA_DIR: dir, API_KEYS: KEY })])
   const onSurvivor = uploadTraffic(survivor.url, { key: KEY, clients: 6 })
   const onVictim = uploadTraffic(victim.url, { key: KEY, clients: 6 })
-  while (onVictim.codes.length < 100) await new Promise(resolve => setTimeout(resolve, 5))
+  await until(() => onVictim.codes.length >= 100, 30_000, '100 uploads answered by the victim', 5)
   await killServer(victim)
   const atKill = onSurvivor.codes.length
   const deadline = Date.now() + 10_000

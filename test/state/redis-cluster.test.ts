@@ -66,7 +66,7 @@ t.test('the 16 cleanup buckets live on every master, and leases and counts see a
 t.test('REDIS_CLUSTER_NODES and REDIS_PASSWORD through openState: a working backend; readiness asks every master', async t => {
   const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PASSWORD: cluster.password, REDIS_PREFIX: 'open:' })
   t.match(config.state, { driver: 'redis', redis: { mode: 'cluster', nodes: cluster.ports.map(port => ({ host: '127.0.0.1', port })) } })
-  if (config.state.driver !== 'redis') return
+  if (config.state.driver !== 'redis') throw new Error('the settings did not pick the Redis driver')
   const state = await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
   t.teardown(() => state.close())
   await t.resolves(state.ping())
@@ -79,10 +79,10 @@ t.test('REDIS_CLUSTER_NODES and REDIS_PASSWORD through openState: a working back
 t.test('a wrong password or no cluster there: start-up stops with a message naming REDIS_CLUSTER_NODES', async t => {
   const log = pino({ level: 'silent' })
   const wrong = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PASSWORD: 'wrong' })
-  if (wrong.state.driver !== 'redis') return
+  if (wrong.state.driver !== 'redis') throw new Error('the settings did not pick the Redis driver')
   await t.rejects(openState(wrong.state, { now: Date.now, log }), { name: 'StartupError', message: /^cannot reach Redis Cluster at 127\.0\.0\.1:\d+,.* \(REDIS_CLUSTER_NODES\): / })
   const nobody = loadConfig({ REDIS_CLUSTER_NODES: `127.0.0.1:${await freePort()}` })
-  if (nobody.state.driver !== 'redis') return
+  if (nobody.state.driver !== 'redis') throw new Error('the settings did not pick the Redis driver')
   await t.rejects(openState(nobody.state, { now: Date.now, log }), { name: 'StartupError', message: /\(REDIS_CLUSTER_NODES\)/ })
 })
 
@@ -90,7 +90,7 @@ t.test('banner and readiness: one master gone → /readyz fails at once (this te
   const config = loadConfig({ REDIS_CLUSTER_NODES: cluster.nodes, REDIS_PASSWORD: cluster.password, API_KEYS: 'k' })
   t.match(startupBanner(config, null), `state:   Redis Cluster at ${cluster.nodes} (keys dropcode:*)`)
   t.notMatch(startupBanner(config, null), cluster.password!, 'no password in the banner')
-  if (config.state.driver !== 'redis') return
+  if (config.state.driver !== 'redis') throw new Error('the settings did not pick the Redis driver')
   const state = await openState(config.state, { now: Date.now, log: pino({ level: 'silent' }) })
   t.teardown(() => state.close())
   await t.resolves(state.ping())
