@@ -12,15 +12,14 @@ const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 const chunks = [Buffer.alloc(100, 1), Buffer.alloc(100, 2), Buffer.alloc(100, 3), Buffer.alloc(40, 4)]
 
 /**
- * Streams chunk `i` through a fold when one is offered, else keeps it; then commits it. `stored`:
- * what reading it back from storage gives (fs), if the store can.
+ * Streams chunk `i` through a fold when one is offered, else keeps it; then commits it. `read`:
+ * how the store reads it back (fs), if it can.
  */
-function send (p: ReturnType<typeof createPrefixDigests>, id: string, i: number, data = chunks[i]!, stored?: Buffer) {
+function send (p: ReturnType<typeof createPrefixDigests>, id: string, i: number, data = chunks[i]!, read?: () => Readable) {
   const fold = p.streamFold(id, i)
   const kept = fold === undefined ? p.retain() : undefined
   for (let at = 0; at < data.length; at += 30) (fold?.update ?? kept!.add)(data.subarray(at, at + 30))
   fold?.done(sha(data), data.length)
-  const read = stored === undefined ? undefined : () => Readable.from([stored])
   p.committed(id, i, { sha256: sha(data), size: data.length }, { folded: fold !== undefined, kept, read })
 }
 
@@ -95,11 +94,7 @@ t.test('a chunk over the budget is read back where the store can; a kept one is 
   const p = createPrefixDigests({ now: Date.now, idleMs: 60_000, retainBytes: 150 })
   let reads = 0
   const fromStore = (data: Buffer) => () => { reads++; return Readable.from([data]) }
-  for (const i of [1, 2]) {
-    const kept = p.retain()
-    for (let at = 0; at < 100; at += 30) kept.add(chunks[i]!.subarray(at, at + 30))
-    p.committed('s', i, { sha256: sha(chunks[i]!), size: 100 }, { kept, read: fromStore(chunks[i]!) })
-  }
+  for (const i of [1, 2]) send(p, 's', i, chunks[i], fromStore(chunks[i]!))
   t.equal(p.retainedBytes, 100, 'chunk 1 kept; chunk 2 did not fit')
   send(p, 's', 0)
   send(p, 's', 3)
