@@ -60,7 +60,8 @@ Server and key: --url/--key or DROPCODE_URL/DROPCODE_KEY. Documentation: docs/cl
 `
 
 const COMMON_HELP = `  --url URL            the service (default: $DROPCODE_URL)
-  --retries N          retries of a failed request: network errors, 5xx, 429 (default 5);
+  --retries N          retries of a failed request: network errors, 408, 429, 500,
+                       502, 503, 504 (default 5);
                        waiting out a 409's Retry-After (a lock in the way) is not one
   --json               print the result as JSON on stdout
   -q, --quiet          no progress or messages on stderr (errors still print)

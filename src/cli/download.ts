@@ -25,6 +25,7 @@ import { createReadStream } from 'node:fs'
 import fs from 'node:fs/promises'
 import type { IncomingMessage } from 'node:http'
 import path from 'node:path'
+import { NO_ANSWER } from '../api/retry.js'
 import { cleanFilename } from '../core/filename.js'
 import { DEFAULT_MAX_SIZE, type DownloadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
@@ -139,7 +140,7 @@ async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, pa
         const r = await client.exchange('GET', `/download/${args.code}`, ranged ? { range: `bytes=${offset}-`, 'if-range': claim } : {})
         if (r.statusCode === 206 && ranged) {
           const start = /^bytes (\d+)-/.exec(r.headers['content-range'] ?? '')?.[1]
-          if (Number(start) !== offset) { r.destroy(); throw new Retryable(`resumed at ${String(start)}, not ${offset}`) }
+          if (Number(start) !== offset) { r.destroy(); throw new Retryable(`resumed at ${String(start)}, not ${offset}`, NO_ANSWER) }
           return r
         }
         if (r.statusCode === 200) return r

@@ -4,36 +4,31 @@
  * answer (401, 413) is read even while the body is still being written, and network errors keep
  * their codes (ECONNREFUSED, ECONNRESET) instead of fetch's bare "fetch failed".
  *
- * Retries: network errors, 5xx, 429 and 409 (a busy chunk index) are retried with exponential
- * backoff and jitter, waiting at least what `Retry-After` says; anything else is final. A 409
- * with `Retry-After` names when a lock or lease in the way runs out (perhaps one of a request
- * that died with its instance): waiting for it spends no retry, up to MAX_LEASE_WAIT_MS in all.
+ * Retries follow the clients' one policy (api/retry.ts, the web page's too): network errors,
+ * 408, 409 (a busy chunk index), 429, 500, 502, 503 and 504 are retried with exponential backoff
+ * and jitter, waiting at least what `Retry-After` says; anything else is final. A 409 with
+ * `Retry-After` names when a lock or lease in the way runs out: waiting for it spends no retry,
+ * up to MAX_LEASE_WAIT_MS in all.
  *
  * Every answer of the service carries `Dropcode-Version`. One without it came from something
  * else: a proxy's own page (nginx's 413 for a body over client_max_body_size, a 502 or 504 when
  * the service is down or slow) or a URL that is no dropcode service. Its status is reported as
  * that, never as the service's (a proxy's 404 is not "no such code"), with exit 7 (or the usual
- * retries and exit 6 for 5xx and 429).
+ * retries and exit 6 for the transient statuses).
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import https from 'node:https'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { isTransient, NO_ANSWER, parseRetryAfter, retryWait } from '../api/retry.js'
 import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { CliError, EXIT, exitForStatus } from './exit-codes.js'
 import type { Multipart } from './multipart.js'
 
 /** A connection with no byte moving either way for this long is cut and retried (ms). */
 const IDLE_TIMEOUT_MS = 120_000
-/** First backoff (ms); doubles per attempt up to MAX_BACKOFF_MS, plus up to 50 % jitter. */
-const BASE_BACKOFF_MS = 500
-const MAX_BACKOFF_MS = 15_000
-/** Longest Retry-After honoured (ms); a longer one is cut to this. */
-const MAX_RETRY_AFTER_MS = 60_000
 /** Waits for a lease to run out that spend no retry, in all per request (ms): more than the longest lease (CHUNK_LOCK_SECONDS ≤ 600). */
 const MAX_LEASE_WAIT_MS = 15 * 60_000
-/** Added to a lease's Retry-After, so the retry arrives after it ran out (ms, at most). */
-const LEASE_JITTER_MS = 500
 /** Where an answer that is not the service's is explained. */
 const PROXY_DOCS = 'see the load-balancer docs (docs/load-balancers.md)'
 
@@ -88,7 +83,7 @@ export class Client {
       let answered = false
       req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`no progress for ${IDLE_TIMEOUT_MS / 1000} s`)))
       req.on('response', res => { answered = true; resolve(res) })
-      req.on('error', err => { if (!answered) reject(new Retryable(describe(err))) })
+      req.on('error', err => { if (!answered) reject(new Retryable(describe(err), NO_ANSWER)) })
       if (body === undefined) { req.end(); return }
       const source = body.open()
       source.on('error', err => {
@@ -112,20 +107,16 @@ export class Client {
       } catch (err) {
         signal?.throwIfAborted()
         if (!(err instanceof Retryable)) throw err
-        if (err.lease && err.retryAfterMs !== undefined && leaseWaits + err.retryAfterMs <= MAX_LEASE_WAIT_MS) {
+        const wait = retryWait(err.status, err.retryAfterMs, n)
+        if (!wait.spends && leaseWaits + wait.ms <= MAX_LEASE_WAIT_MS) {
           // Not a failure: the service said when the lock in the way runs out.
-          const delay = err.retryAfterMs + Math.random() * LEASE_JITTER_MS
-          leaseWaits += delay
-          this.opts.onRetry?.(what, err.message, delay)
-          await sleep(delay, undefined, { signal })
-          continue
+          leaseWaits += wait.ms
+        } else {
+          if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}${err.hint}`)
+          n++
         }
-        if (n >= this.opts.retries) throw new CliError(err.exitCode, `${what}: ${err.message}${this.opts.retries > 0 ? ` (after ${tries} attempts)` : ''}${err.hint}`)
-        const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** n) * (1 + Math.random() / 2)
-        const delay = Math.max(backoff, err.retryAfterMs ?? 0)
-        n++
-        this.opts.onRetry?.(what, err.message, delay)
-        await sleep(delay, undefined, { signal })
+        this.opts.onRetry?.(what, err.message, wait.ms)
+        await sleep(wait.ms, undefined, { signal })
       }
     }
   }
@@ -150,7 +141,7 @@ export class Client {
         return {} as T
       }
       const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage)
-      if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, undefined, EXIT.INTEGRITY)
+      if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, res.statusCode!, undefined, EXIT.INTEGRITY)
       throw err
     }
     if (opts.retry === false) {
@@ -169,12 +160,12 @@ export class Client {
 }
 
 /**
- * A failure worth trying again (network, 5xx, 429, 409), with the service's Retry-After;
- * `lease`: a 409 whose Retry-After is when a lock in the way runs out (no retry spent on it);
- * `hint`: added to the final message only (not to each retry's note).
+ * A failure worth trying again (api/retry.ts): `status` is the answer's (NO_ANSWER for a network
+ * failure), with its Retry-After; `hint`: added to the final message only (not to each retry's
+ * note).
  */
 export class Retryable extends Error {
-  constructor (message: string, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly lease = false, readonly hint = '') {
+  constructor (message: string, readonly status: number, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly hint = '') {
     super(message)
   }
 }
@@ -190,34 +181,23 @@ export function fromService (headers: IncomingHttpHeaders, body: Record<string, 
 const statusLine = (status: number, reason: string | undefined) => `${status}${reason !== undefined && reason !== '' ? ` ${reason}` : ''}`
 
 /**
- * The error for a non-2xx answer: Retryable for 5xx, 429 and 409, else a final CliError. One
- * that is not the service's is reported as a proxy's, with exit 7 when final.
+ * The error for a non-2xx answer: Retryable for a transient status (api/retry.ts), else a final
+ * CliError. One that is not the service's is reported as a proxy's, with exit 7 when final.
  */
 export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}, reason?: string): Error {
-  if (!fromService(headers, body)) {
-    const what = `${statusLine(status, reason)} (no Dropcode-Version header)`
-    // The retry policy is the status's, whoever answered: a 502 or 504 may pass.
-    if (status >= 500 || status === 429 || status === 409) {
-      return new Retryable(`a proxy between you and the service answered ${what}`, retryAfter(headers['retry-after']), status === 409 ? EXIT.REFUSED : EXIT.NETWORK, false, `, ${PROXY_DOCS}`)
-    }
-    return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
-  }
+  const service = fromService(headers, body)
   const code = typeof body.code === 'string' ? body.code : undefined
-  const message = `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
-  if (status >= 500 || status === 429) return new Retryable(message, retryAfter(headers['retry-after']))
-  if (status === 409) {
-    const ms = retryAfter(headers['retry-after'])
-    return new Retryable(message, ms, EXIT.REFUSED, ms !== undefined)
+  const what = service
+    ? `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
+    : `${statusLine(status, reason)} (no Dropcode-Version header)`
+  // The retry policy is the status's, whoever answered: a proxy's 502 or 504 may pass.
+  if (isTransient(status)) {
+    return new Retryable(service ? what : `a proxy between you and the service answered ${what}`, status, parseRetryAfter(headers['retry-after']),
+      status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`)
   }
-  const err = new CliError(exitForStatus(status, code), message)
+  if (!service) return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
+  const err = new CliError(exitForStatus(status, code), what)
   return Object.assign(err, { body })
-}
-
-/** Retry-After in ms (seconds or an HTTP date), capped; undefined when absent or unreadable. */
-export function retryAfter (value: string | undefined): number | undefined {
-  if (value === undefined) return undefined
-  const ms = /^\d+$/.test(value.trim()) ? Number(value) * 1000 : Date.parse(value) - Date.now()
-  return Number.isFinite(ms) ? Math.min(Math.max(0, ms), MAX_RETRY_AFTER_MS) : undefined
 }
 
 export async function readAll (res: Readable, limit: number): Promise<Buffer> {

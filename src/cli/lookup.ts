@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http'
 import { cleanFilename } from '../core/filename.js'
 import { isCode } from '../core/ids.js'
+import type { DeleteAnswer } from '../api/answers.js'
 import type { CodeArgs, DownloadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
 import { answerError, fromService, readAll, type Client } from './http.js'
@@ -62,6 +63,6 @@ export async function info (args: CodeArgs | DownloadArgs, client: Client): Prom
 
 export async function remove (args: CodeArgs, client: Client): Promise<string> {
   checkCode(args.code)
-  const answer = await client.json<{ message: string }>('delete', 'DELETE', `/delete/${args.code}`)
+  const answer = await client.json<DeleteAnswer>('delete', 'DELETE', `/delete/${args.code}`)
   return answer.message
 }

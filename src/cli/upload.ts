@@ -22,6 +22,7 @@
  */
 import { createHash } from 'node:crypto'
 import { Readable, Transform } from 'node:stream'
+import type { LimitsAnswer, StartAnswer, UploadAnswer, VerifyAnswer } from '../api/answers.js'
 import { MiB, type UploadArgs } from './args.js'
 import { CliError, EXIT, InputChanged } from './exit-codes.js'
 import { Hasher, sharedBuffer } from './hasher.js'
@@ -62,7 +63,8 @@ interface UploadState {
   expiryHours: number | undefined
 }
 
-interface Answer { code: string, size: number, sha256: string }
+/** The service's upload answer; this version of it always has the size and SHA-256. */
+type Answer = Required<UploadAnswer>
 
 /** Progress is counted per slice of a chunk handed to the socket, so the bar moves smoothly. */
 const SLICE = 1024 * 1024
@@ -188,7 +190,7 @@ async function chunked (args: SizedArgs, client: Client, source: Source, state: 
     parallel = hint()
     const form = new Multipart().field('filename', source.name).field('total_chunks', total).field('chunk_size', args.chunkSize)
       .field('max_downloads', args.maxDownloads).field('expiry_hours', args.expiryHours).field('sha256', known?.sha256)
-    uploadId = (await client.json<{ upload_id: string }>('upload start', 'POST', '/upload/start', form)).upload_id
+    uploadId = (await client.json<StartAnswer>('upload start', 'POST', '/upload/start', form)).upload_id
     await state.write({ uploadId, ...wanted, ...(known !== undefined ? { sha256: known.sha256 } : {}) })
     missing = Array.from({ length: total }, (_, i) => i)
   }
@@ -224,7 +226,7 @@ function checked (answer: Answer, sha256: string): Answer {
 async function resume (client: Client, uploadId: string, chunks: string[]): Promise<{ missing: number[] } | Answer | undefined> {
   const form = new Multipart().field('upload_id', uploadId)
   try {
-    const v = await client.json<{ chunks: Array<{ index: number, sha256: string }>, completed?: boolean } & Partial<Answer>>('upload verify', 'POST', '/upload/verify', form)
+    const v = await client.json<VerifyAnswer>('upload verify', 'POST', '/upload/verify', form)
     if (v.completed === true && v.code !== undefined) return { code: v.code, size: v.size!, sha256: v.sha256! }
     const stored = new Map(v.chunks.map(c => [c.index, c.sha256]))
     return { missing: chunks.map((sha, i) => stored.get(i) === sha ? -1 : i).filter(i => i >= 0) }
@@ -303,7 +305,8 @@ interface Hints { parallel: number, chunkSize: number }
  * flight, 8 MiB.
  */
 async function serviceHints (client: Client): Promise<Hints> {
-  let limits: Record<string, unknown> = {}
+  // Partial: an older service answers fewer fields, each one is checked before it is used.
+  let limits: Partial<Record<keyof LimitsAnswer, unknown>> = {}
   try {
     limits = await client.json('limits', 'GET', '/limits', undefined, { retry: false })
   } catch { /* the defaults */ }

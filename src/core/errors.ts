@@ -2,8 +2,11 @@
  * The error catalogue: every error dropcode answers with, by stable code. Services and drivers
  * throw `new DropcodeError('DROPCODE_…')`; one error handler (plugins/error-handler.ts) renders
  * them as `{ "error": message, "code": code }` on API routes and as an HTML page on downloads.
- * Each code is listed in the README (a test checks).
+ * Each code is listed in the README (a test checks), and in api/answers.ts's ErrorCode, which the
+ * clients read (the compiler checks: neither may hold a code the other lacks).
  */
+import type { ErrorCode } from '../api/answers.js'
+
 export const ERROR_CATALOGUE = {
   DROPCODE_UNAUTHORIZED: { status: 401, message: 'Missing or invalid API key: send a valid key in the X-Client-Key header.' },
   DROPCODE_BAD_REQUEST: { status: 400, message: 'Bad request.' },
@@ -36,9 +39,9 @@ export const ERROR_CATALOGUE = {
   DROPCODE_STORAGE_UNAVAILABLE: { status: 503, message: 'The service cannot reach its file storage; try again shortly.' },
   DROPCODE_STORAGE_FULL: { status: 507, message: 'The service is out of storage space; try again later.' },
   DROPCODE_INTERNAL: { status: 500, message: 'Internal server error.' }
-} as const satisfies Record<string, { status: number, message: string }>
+} as const satisfies Record<ErrorCode, { status: number, message: string }>
 
-export type ErrorCode = keyof typeof ERROR_CATALOGUE
+export type { ErrorCode }
 
 export class DropcodeError extends Error {
   override name = 'DropcodeError'

@@ -1,9 +1,11 @@
 /**
  * The request and response shapes of the interface, as TypeBox schemas: the same objects
  * validate requests (multipart fields through http/form-fields.ts, path parameters through
- * fastify) and produce /openapi.json.
+ * fastify) and produce /openapi.json. Each answer's schema is checked, when this compiles,
+ * against the type the clients read it through (api/answers.ts).
  */
-import { Type, type TObject, type TProperties } from 'typebox'
+import { Type, type Static, type TObject, type TProperties } from 'typebox'
+import type { ChunkAnswer, DeleteAnswer, LimitsAnswer, StartAnswer, UploadAnswer, VerifyAnswer } from '../api/answers.js'
 import type { Config } from '../config.js'
 
 type Limits = Config['limits']
@@ -118,3 +120,14 @@ export const LimitsResponse = Type.Object({
   chunks_in_flight: Type.Integer({ minimum: 1, description: 'How many chunks of one session a client should send at once to upload fastest to this storage (a hint): 1 on the filesystem, where more in flight were slower (measured: docs/cli.md); 4 on S3, where each chunk is a multipart part and parts in parallel hide the storage\'s latency.' }),
   chunk_size: Type.Integer({ minimum: 1, description: 'Bytes per chunk (the chunk_size to declare at /upload/start) with which this storage takes a chunked upload fastest (a hint, at most max_chunk_size): 64 MiB on the filesystem, where each chunk costs a few milliseconds besides its bytes; S3_PART_SIZE on S3, where each chunk is one part held in the service\'s part memory.' })
 })
+
+/** True only when A and B are the same type (each assignable to the other, optional fields alike). */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? ([Required<A>] extends [Required<B>] ? ([Required<B>] extends [Required<A>] ? true : false) : false) : false) : false
+/** Fails to compile when a schema and its answer type part ways. */
+function agree<T extends true> (): T | undefined { return undefined }
+agree<Same<Static<typeof UploadResponse>, UploadAnswer>>()
+agree<Same<Static<typeof StartResponse>, StartAnswer>>()
+agree<Same<Static<typeof ChunkResponse>, ChunkAnswer>>()
+agree<Same<Static<typeof VerifyResponse>, VerifyAnswer>>()
+agree<Same<Static<typeof DeleteResponse>, DeleteAnswer>>()
+agree<Same<Static<typeof LimitsResponse>, LimitsAnswer>>()

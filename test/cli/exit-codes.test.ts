@@ -110,6 +110,30 @@ t.test('5xx with Retry-After: the CLI waits as told and retries', async t => {
   t.match(down.stderr, /after 2 attempts/)
 })
 
+t.test('the retry policy (api/retry.ts): a 500 is retried, a 507 is final', async t => {
+  const proxy = await startProxy(t, server.url)
+  const env = cliEnv(t, proxy.url, API_KEY)
+  fs.writeFileSync(path.join(env.cwd, 'f.txt'), 'x')
+  let failed = false
+  proxy.decide = () => {
+    if (failed) return { kind: 'pass' }
+    failed = true
+    return { kind: 'answer', status: 500, headers: { 'content-type': 'application/json' }, body: '{"error":"Internal server error.","code":"DROPCODE_INTERNAL","request_id":"r1"}' }
+  }
+  const up = await runCli(t, ['upload', 'f.txt'], env)
+  t.equal(up.status, 0, up.stderr)
+  t.match(up.stderr, /500 DROPCODE_INTERNAL: Internal server error; retrying in/)
+  t.same(proxy.seen.map(s => s.path), ['/upload', '/upload'])
+
+  proxy.seen.length = 0
+  proxy.decide = () => ({ kind: 'answer', status: 507, headers: { 'content-type': 'application/json' }, body: '{"error":"The service is out of storage space; try again later.","code":"DROPCODE_STORAGE_FULL"}' })
+  const full = await runCli(t, ['upload', 'f.txt'], env)
+  t.equal(full.status, 6, full.stderr)
+  t.match(full.stderr, /507 DROPCODE_STORAGE_FULL/)
+  t.notMatch(full.stderr, /retrying/)
+  t.same(proxy.seen.map(s => s.path), ['/upload'], 'asked once')
+})
+
 t.test('--extract refuses entries that would leave the directory (exit 8)', async t => {
   const env = cliEnv(t, server.url, API_KEY)
   const src = path.join(env.cwd, 'src')

@@ -2,6 +2,8 @@
  * Requests to the service's upload endpoints. XMLHttpRequest rather than fetch: it reports
  * upload progress (fetch does not), which the progress bar, rate and ETA need.
  */
+import type { LimitsAnswer } from '../../src/api/answers.js'
+import { parseRetryAfter } from '../../src/api/retry.js'
 
 export interface Answer {
   /** HTTP status; 0 when no answer arrived (network down, connection cut, stalled). */
@@ -62,7 +64,7 @@ export function postForm (path: string, fields: Field[], key: string, options: P
     }
     // Once the body is sent the service answers at its own pace (completing can take minutes).
     xhr.upload.onload = () => clearTimeout(timer)
-    xhr.onload = () => done({ status: xhr.status, body: parseBody(xhr.responseText), retryAfterMs: retryAfter(xhr.getResponseHeader('retry-after')) })
+    xhr.onload = () => done({ status: xhr.status, body: parseBody(xhr.responseText), retryAfterMs: parseRetryAfter(xhr.getResponseHeader('retry-after')) })
     xhr.onerror = () => done({ status: 0, body: {}, retryAfterMs: undefined })
     xhr.ontimeout = xhr.onerror
     xhr.onabort = () => done(stalled ? { status: 0, body: {}, retryAfterMs: undefined } : undefined)
@@ -81,24 +83,8 @@ function parseBody (text: string): Record<string, unknown> {
   }
 }
 
-function retryAfter (header: string | null): number | undefined {
-  if (header === null) return undefined
-  const seconds = Number(header)
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000
-  const date = Date.parse(header)
-  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now())
-}
-
 /** GET /limits: what this service accepts. */
-export interface Limits {
-  max_file_size: number
-  max_chunk_size: number
-  max_total_chunks: number
-  max_downloads: number
-  max_expiry_hours: number
-  default_max_downloads: number
-  default_expiry_hours: number
-}
+export type Limits = LimitsAnswer
 
 export async function fetchLimits (): Promise<Limits> {
   const res = await fetch('/limits', { headers: { accept: 'application/json' } })

@@ -6,7 +6,9 @@
  * starts over at verify; a page reload starts it over from the session kept in localStorage.
  */
 import { postForm, type Answer, type Field } from './api.js'
-import { Context, failure, read, result, TRANSIENT, UploadFailure, type Result } from './context.js'
+import type { VerifyAnswer } from '../../src/api/answers.js'
+import { isTransient } from '../../src/api/retry.js'
+import { Context, failure, read, result, UploadFailure, type Result } from './context.js'
 import { sha256Hex } from './format.js'
 import { clearPending, savePending, type Pending } from './store.js'
 
@@ -86,7 +88,7 @@ export class ChunkedUpload {
       if (v.status !== 200) throw failure(v)
       // Completed, its answer lost (a reload, or a drop while it completed): verify has the code.
       if (v.body.completed === true && typeof v.body.code === 'string') return this.finish(v)
-      this.held = new Map(((v.body.chunks ?? []) as Array<{ index: number } & Held>).map(c => [c.index, { size: c.size, sha256: c.sha256 }]))
+      this.held = new Map(((v.body as Partial<VerifyAnswer>).chunks ?? []).map(c => [c.index, { size: c.size, sha256: c.sha256 }]))
       for (const i of this.confirmed) if (!this.held.has(i)) this.confirmed.delete(i)
       this.report()
 
@@ -100,7 +102,7 @@ export class ChunkedUpload {
         throw failure(c)
       }
       const stop = await this.pool(jobs)
-      if (stop !== undefined && TRANSIENT.has(stop.status)) await ctx.pause(stop)
+      if (stop !== undefined && isTransient(stop.status)) await ctx.pause(stop)
     }
   }
 
@@ -189,7 +191,7 @@ export class ChunkedUpload {
       return undefined
     }
     this.report()
-    if (TRANSIENT.has(a.status) || (a.status === 404 && a.body.code === 'DROPCODE_SESSION_NOT_FOUND')) return a
+    if (isTransient(a.status) || (a.status === 404 && a.body.code === 'DROPCODE_SESSION_NOT_FOUND')) return a
     if (a.status === 400 && a.body.code === 'DROPCODE_DIGEST_MISMATCH') {
       const n = (this.damaged.get(i) ?? 0) + 1
       this.damaged.set(i, n)

@@ -1,15 +1,13 @@
 /**
  * What one upload shares, single or chunked: its settings and hooks, the requests that retry
- * transient failures (network, 409, 429, 502–504: until the browser is online again, after
- * Retry-After, or after a backoff of 1 s doubling to 30 s), and the failures for people.
+ * transient failures, and the failures for people. Which answers are transient and how long to
+ * wait is the CLI's policy too (src/api/retry.ts); the page retries them for as long as the
+ * person keeps it open, and while the browser is offline it waits for it to be online again.
  */
+import { isTransient, NO_ANSWER, retryWait } from '../../src/api/retry.js'
 import { postForm, type Answer, type Field, type Limits } from './api.js'
 
-const MAX_BACKOFF_MS = 30_000
-/** Answers worth retrying: no answer (network), busy session, rate limit, unavailable. */
-export const TRANSIENT = new Set([0, 408, 409, 429, 502, 503, 504])
-
-export type FailureKind = 'key' | 'too-large' | 'full' | 'rejected' | 'server' | 'file'
+export type FailureKind = 'key' | 'too-large' | 'full' | 'rejected' | 'file'
 
 /** An upload that cannot go on by itself; `message` is for people. */
 export class UploadFailure extends Error {
@@ -67,7 +65,7 @@ export class Context {
   async send (path: string, fields: Field[], onProgress?: (sent: number) => void): Promise<Answer> {
     for (;;) {
       const answer = await postForm(path, fields, this.settings.key, { signal: this.signal, onProgress: this.meter(onProgress) })
-      if (!TRANSIENT.has(answer.status)) {
+      if (!isTransient(answer.status)) {
         this.recovered()
         return answer
       }
@@ -91,23 +89,29 @@ export class Context {
     this.noticeShown = false
   }
 
-  /** Waits after a transient failure: until online again, Retry-After, or a growing backoff. */
+  /** Waits after a transient failure: until online again, or the policy's wait (api/retry.ts). */
   async pause (answer: Answer): Promise<void> {
-    const ms = answer.retryAfterMs ?? Math.min(MAX_BACKOFF_MS, 1000 * 2 ** this.attempt)
-    // A 409 with Retry-After names when a lock in the way runs out (perhaps one of a request that
-    // died with its instance): waiting for it is no failure, so the backoff does not grow.
-    if (!(answer.status === 409 && answer.retryAfterMs !== undefined)) this.attempt++
-    const offline = answer.status === 0 && !navigator.onLine
+    const { ms, spends } = retryWait(answer.status, answer.retryAfterMs, this.attempt)
+    if (spends) this.attempt++
+    const offline = answer.status === NO_ANSWER && !navigator.onLine
     this.noticeShown = true
-    if (answer.status === 0) {
-      this.hooks.notice(offline
-        ? 'Connection lost. The upload continues by itself when the network is back.'
-        : `Cannot reach the service. Retrying in ${Math.ceil(ms / 1000)} s…`, true)
+    const retrying = `Retrying in ${Math.ceil(ms / 1000)} s…`
+    if (answer.status === NO_ANSWER) {
+      this.hooks.notice(offline ? 'Connection lost. The upload continues by itself when the network is back.' : `Cannot reach the service. ${retrying}`, true)
     } else {
-      const what = answer.status === 429 ? 'is limiting requests (429)' : answer.status === 409 ? 'is busy with this upload (409)' : `is busy (${answer.status})`
-      this.hooks.notice(`The service ${what}. Retrying in ${Math.ceil(ms / 1000)} s…`, true)
+      this.hooks.notice(`The service ${busy(answer)}. ${retrying}`, true)
     }
     await wait(offline ? Infinity : ms, this.signal)
+  }
+}
+
+/** What a transient answer says, for people. */
+function busy (a: Answer): string {
+  switch (a.status) {
+    case 429: return 'is limiting requests (429)'
+    case 409: return 'is busy with this upload (409)'
+    case 500: return `failed (500${typeof a.body.request_id === 'string' ? `, request id ${a.body.request_id}` : ''})`
+    default: return `is busy (${a.status})`
   }
 }
 
@@ -140,10 +144,6 @@ export function failure (a: Answer): UploadFailure {
     case 401: return new UploadFailure('key', 'The service refused this API key (401). Enter a valid key and try again.')
     case 413: return new UploadFailure('too-large', `The file is larger than this service accepts (413). ${error ?? ''}`.trim())
     case 507: return new UploadFailure('full', 'The service is out of storage space (507). Nothing was lost on your side: try again later.')
-    case 500: {
-      const id = typeof a.body.request_id === 'string' ? `, request id ${a.body.request_id}` : ''
-      return new UploadFailure('server', `The service failed (500${id}). Try again.`)
-    }
     default: return new UploadFailure('rejected', `The service refused the upload (${a.status}${code}): ${error ?? 'no reason given'}`)
   }
 }

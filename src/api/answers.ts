@@ -1,0 +1,113 @@
+/**
+ * The JSON answers of the interface (../shared/spec/interface.md and the README), as the service
+ * sends them and its clients read them: the server's TypeBox schemas (routes/schemas.ts) are
+ * checked against these types when it compiles, the CLI (cli/) and the web page (web/src/)
+ * read answers through them. Types only: nothing here exists at run time.
+ */
+
+/** Every error code the service answers with (core/errors.ts holds each one's status and message). */
+export type ErrorCode =
+  | 'DROPCODE_UNAUTHORIZED'
+  | 'DROPCODE_BAD_REQUEST'
+  | 'DROPCODE_REQUEST_TIMEOUT'
+  | 'DROPCODE_HEADERS_TOO_LARGE'
+  | 'DROPCODE_NOT_MULTIPART'
+  | 'DROPCODE_MALFORMED_MULTIPART'
+  | 'DROPCODE_MISSING_FILE'
+  | 'DROPCODE_MISSING_FIELD'
+  | 'DROPCODE_TOO_MANY_FILES'
+  | 'DROPCODE_TOO_MANY_PARTS'
+  | 'DROPCODE_INVALID_FIELD'
+  | 'DROPCODE_DUPLICATE_FIELD'
+  | 'DROPCODE_FILE_TOO_LARGE'
+  | 'DROPCODE_CHUNK_TOO_LARGE'
+  | 'DROPCODE_CHUNK_TOO_SMALL'
+  | 'DROPCODE_CHUNK_SIZE_MISMATCH'
+  | 'DROPCODE_DIGEST_MISMATCH'
+  | 'DROPCODE_RANGE_NOT_SATISFIABLE'
+  | 'DROPCODE_CHUNKS_MISSING'
+  | 'DROPCODE_SESSION_BUSY'
+  | 'DROPCODE_SESSION_NOT_FOUND'
+  | 'DROPCODE_FILE_NOT_FOUND'
+  | 'DROPCODE_ROUTE_NOT_FOUND'
+  | 'DROPCODE_RATE_LIMITED'
+  | 'DROPCODE_TOO_MANY_SESSIONS'
+  | 'DROPCODE_BUSY'
+  | 'DROPCODE_STATE_FULL'
+  | 'DROPCODE_STATE_UNAVAILABLE'
+  | 'DROPCODE_STORAGE_UNAVAILABLE'
+  | 'DROPCODE_STORAGE_FULL'
+  | 'DROPCODE_INTERNAL'
+
+/** Any error answer of the JSON endpoints. */
+export interface ErrorAnswer {
+  error: string
+  code: ErrorCode
+  /** On 5xx answers: the id under which the service logged the failure. */
+  request_id?: string
+  /** Seconds, on answers that say when to try again (also in the Retry-After header). */
+  retry_after?: number
+  /** DROPCODE_CHUNKS_MISSING: the indexes still missing. */
+  missing_chunks?: number[]
+}
+
+/** POST /upload, and POST /upload/complete. */
+export interface UploadAnswer {
+  code: string
+  size?: number
+  sha256?: string
+}
+
+/** POST /upload/start. */
+export interface StartAnswer {
+  upload_id: string
+}
+
+/** POST /upload/chunk. */
+export interface ChunkAnswer {
+  success: boolean
+  received_chunks: number
+  total_chunks: number
+  chunk_index: number
+}
+
+/** One received chunk, in a VerifyAnswer. */
+export interface ChunkRecord {
+  index: number
+  size: number
+  sha256: string
+}
+
+/** POST /upload/verify. */
+export interface VerifyAnswer {
+  upload_id: string
+  filename: string
+  total_chunks: number
+  received_chunks: number
+  missing_chunks: number[]
+  max_downloads: number
+  expiry_hours: number
+  chunks: ChunkRecord[]
+  completed: boolean
+  code?: string
+  size?: number
+  sha256?: string
+}
+
+/** DELETE /delete/{code}. */
+export interface DeleteAnswer {
+  message: string
+}
+
+/** GET /limits. */
+export interface LimitsAnswer {
+  max_file_size: number
+  max_chunk_size: number
+  max_total_chunks: number
+  max_downloads: number
+  max_expiry_hours: number
+  default_max_downloads: number
+  default_expiry_hours: number
+  chunks_in_flight: number
+  chunk_size: number
+}
