@@ -1,6 +1,6 @@
 /**
  * Entry point: reads the environment once, builds the app, listens (the service port, then the
- * metrics port: http/metrics-listener.ts), says where it serves, and
+ * metrics port: server/metrics-listener.ts), says where it serves, and
  * shuts down gracefully on SIGTERM/SIGINT (plugins/lifecycle.ts: drain, stop accepting, let
  * in-flight requests finish, close the store clients), with a hard deadline in case a shutdown
  * hangs. A start-up failure is one readable line and a hint on stderr (exit 2 for a bad
@@ -17,9 +17,9 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { StartupError } from './core/errors.js'
-import { startupBanner } from './http/banner.js'
-import { listenError } from './http/listen-error.js'
-import { startMetricsListener, type MetricsListener } from './http/metrics-listener.js'
+import { startupBanner } from './server/banner.js'
+import { listenError } from './server/listen-error.js'
+import { startMetricsListener, type MetricsListener } from './server/metrics-listener.js'
 
 const EXIT_CLOSE_MS = 5000
 

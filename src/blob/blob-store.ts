@@ -12,6 +12,7 @@
  * - Storage faults reject with DROPCODE_STORAGE_UNAVAILABLE (503).
  */
 import type { Readable } from 'node:stream'
+import type { ByteRange } from '../core/byte-range.js'
 
 export interface BlobStore {
   /**
@@ -81,9 +82,6 @@ export interface BlobStore {
 
 /** An upload admitted by `BlobStore.admit`. `release()` (idempotent) when the upload is over, used or not. */
 export interface UploadTicket { release (): void }
-
-/** A byte range, both ends inclusive (as in HTTP). */
-export interface ByteRange { start: number, end: number }
 
 /** What a driver keeps about a stored chunk (JSON, saved in the session). */
 export type ChunkReceipt = { size: number } & Record<string, unknown>

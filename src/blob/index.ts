@@ -9,7 +9,7 @@ import type { BlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
 import { createS3BlobStore } from './s3/store.js'
 
-export type { BlobStore, ByteRange, ChunkReceipt, UploadTicket } from './blob-store.js'
+export type { BlobStore, ChunkReceipt, UploadTicket } from './blob-store.js'
 export { BlobNotFoundError } from './blob-store.js'
 
 /** Builds an S3 client from the storage settings (also used by tests and benchmarks). */

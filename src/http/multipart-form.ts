@@ -9,7 +9,6 @@
  */
 import type { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { BlobStore, UploadTicket } from '../blob/index.js'
 import type { Static, TObject } from 'typebox'
 import { DropcodeError, isDropcodeError } from '../core/errors.js'
 import { parseFields } from './form-fields.js'
@@ -47,7 +46,7 @@ export function declaredLength (req: FastifyRequest): number | undefined {
 }
 
 /**
- * Waits at the storage's gate (`BlobStore.admit`, S3: parts.ts) before anything reads the body,
+ * Waits at the storage's gate (`admit`: FileService.admit, S3: parts.ts) before anything reads the body,
  * so a waiting upload holds one socket read and TCP slows its client. Leaves the queue when the
  * client goes (the request or its response closes): rejects then. Resolves with the ticket to
  * pass to the store (undefined when the store has no gate); `release()` it once the body is read.
@@ -56,15 +55,15 @@ export function declaredLength (req: FastifyRequest): number | undefined {
  * A waiting request's unread bytes are buffered, which the stall guard counts as the server being
  * behind, not the client.
  */
-export async function admitBody (req: FastifyRequest, reply: FastifyReply, blobs: BlobStore): Promise<UploadTicket | undefined> {
-  if (blobs.admit === undefined) return undefined
+export async function admitBody<T> (req: FastifyRequest, reply: FastifyReply, admit: ((maxLength: number | undefined, signal: AbortSignal) => Promise<T>) | undefined): Promise<T | undefined> {
+  if (admit === undefined) return undefined
   const gone = new AbortController()
   const leave = () => gone.abort(new DropcodeError('DROPCODE_MALFORMED_MULTIPART', 'The client closed the request while it waited for upload memory.'))
   if (req.raw.destroyed || reply.raw.destroyed) leave()
   req.raw.once('close', leave)
   reply.raw.once('close', leave)
   try {
-    return await blobs.admit(declaredLength(req), gone.signal)
+    return await admit(declaredLength(req), gone.signal)
   } finally {
     req.raw.off('close', leave)
     reply.raw.off('close', leave)

@@ -3,8 +3,9 @@
  * and delete from the browser. Off by default: without it browsers keep other origins' scripts
  * from reading our answers, which is what a service holding API keys wants unless told otherwise.
  *
- * Only the API routes take part (uploads, downloads, deletes, /limits); our own pages and health
- * checks stay same-origin (metrics are not on this port at all). Preflights are answered in the
+ * Only the API routes take part (uploads, downloads, deletes, /limits: declared with
+ * `config.crossOrigin`); our own pages and health checks stay same-origin (metrics are not on
+ * this port at all). Preflights are answered in the
  * onRequest hook, registered before the key check and the rate limits: a browser sends no
  * X-Client-Key on a preflight, so it must never meet them. No credentials (cookies) are
  * involved; the key travels as a header, which is why X-Client-Key is an allowed request header.
@@ -15,12 +16,33 @@ import cors from '@fastify/cors'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 
-const API = /^\/(?:upload(?:\/(?:start|chunk|verify|complete))?|download\/[^/?#]*|delete\/[^/?#]*|limits)(?:[?#]|$)/
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Scripts of the origins in CORS_ORIGINS may call this route (the API's routes). */
+    crossOrigin?: boolean
+  }
+}
 
-export const isApiUrl = (url: string) => API.test(url)
+/** A route's path (`/download/:code`) as a pattern matching the paths it serves. */
+function pathPattern (url: string): RegExp {
+  const parts = url.split('/').map(part => part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+  return new RegExp(`^${parts.join('/')}$`)
+}
 
 export default fp(async function corsPlugin (app: FastifyInstance, opts: { origins: string[] }) {
   if (opts.origins.length === 0) return
+  // A preflight is routed to @fastify/cors's own OPTIONS route, not to the one it asks about,
+  // and fastify's findRoute does not say a route's config: the cross-origin routes' paths are
+  // collected as they are declared, and a preflight's path is matched against them.
+  const crossOriginPaths: RegExp[] = []
+  app.addHook('onRoute', route => {
+    if (route.config?.crossOrigin === true) crossOriginPaths.push(pathPattern(route.url))
+  })
+  const crossOrigin = (req: FastifyRequest): boolean => {
+    if (req.method !== 'OPTIONS') return req.routeOptions.config?.crossOrigin === true
+    const path = req.url.split(/[?#]/, 1)[0]!
+    return crossOriginPaths.some(p => p.test(path))
+  }
   const origin = opts.origins.includes('*') ? '*' : opts.origins
   const api = {
     origin,
@@ -33,7 +55,7 @@ export default fp(async function corsPlugin (app: FastifyInstance, opts: { origi
   await app.register(cors, {
     hideOptionsRoute: true,
     delegator: (req: FastifyRequest, done: (err: Error | null, options: object) => void) => {
-      done(null, isApiUrl(req.url) ? api : { origin: false })
+      done(null, crossOrigin(req) ? api : { origin: false })
     }
   })
 }, { name: 'cors' })

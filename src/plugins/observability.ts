@@ -1,9 +1,9 @@
 /**
  * Metrics and request logs. One log line per request, always, written when its response closes
  * (delivered or cut): route, status, duration, the body bytes really moved each way, the client
- * address (on every line of a request: http/server-options.ts), and how it ended (http/request-end.ts); codes, upload ids and claims in URLs masked
+ * address (on every line of a request: server/server-options.ts), and how it ended (http/request-end.ts); codes, upload ids and claims in URLs masked
  * by logging.ts. The same moment feeds the request-duration histogram. The metrics are served
- * on their own listener (http/metrics-listener.ts, started by server.ts), never on the service
+ * on their own listener (server/metrics-listener.ts, started by server.ts), never on the service
  * port, where /metrics is an unknown route (404).
  *
  * Why the response's 'close' and not fastify's onResponse: onResponse runs on the response's
@@ -86,7 +86,7 @@ export default fp(async function observability (app: FastifyInstance, opts: { no
         bytesOut,
         // The answer's error: its catalogue code, why (a 404's reason), and its message.
         ...(err == null ? {} : { code: err.code, reason: (err as { reason?: string }).reason, error: err.message })
-        // and `ip`, which every line of the request carries (http/server-options.ts)
+        // and `ip`, which every line of the request carries (server/server-options.ts)
       }, 'request')
     })
   }

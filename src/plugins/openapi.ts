@@ -56,5 +56,5 @@ export default fp(async function openapi (app: FastifyInstance) {
       }
     }
   })
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+  app.get('/openapi.json', { config: { alwaysAnswered: true }, schema: { hide: true } }, async () => app.swagger())
 }, { name: 'openapi' })

@@ -27,9 +27,11 @@ import { limitSubject } from './rate-limit.js'
 
 /** Seconds a refused client is asked to wait. */
 const RETRY_AFTER_S = 2
-const ALWAYS_ANSWERED = new Set(['/healthz', '/readyz', '/openapi.json'])
-
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Answered even while the instance sheds load (health, readiness, the OpenAPI document). */
+    alwaysAnswered?: boolean
+  }
   interface FastifyInstance {
     /** onRequest hooks taking a transfer slot (503 DROPCODE_BUSY when none is free). */
     transferSlots: { upload: onRequestHookHandler, download: onRequestHookHandler }
@@ -73,7 +75,7 @@ export default fp(async function overload (app: FastifyInstance, { config }: { c
     maxEventLoopDelay: eventLoopDelayMs,
     maxHeapUsedBytes,
     pressureHandler: async (req, reply, type) => {
-      if (ALWAYS_ANSWERED.has(req.routeOptions.url ?? '')) return
+      if (req.routeOptions.config?.alwaysAnswered === true) return
       throw busy(reply, type === 'eventLoopDelay' ? 'the event loop lags' : 'memory is short')
     }
   })

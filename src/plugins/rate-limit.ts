@@ -23,7 +23,7 @@ import fp from 'fastify-plugin'
 import ipaddr from 'ipaddr.js'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
-import { trustFunction } from '../http/server-options.js'
+import { trustFunction } from '../http/trust-proxy.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

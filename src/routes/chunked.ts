@@ -19,6 +19,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
   const onRequest = app.uploadGuards
 
   app.post('/upload/start', {
+    config: { crossOrigin: true },
     onRequest,
     schema: { ...common, summary: 'Open a chunked upload session', multipart: multipartBody(StartFields), response: { 200: StartResponse, ...errorResponses(400, 401, 429, 500, 503, 507) } }
   }, async (req) => {
@@ -27,6 +28,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
   })
 
   app.post('/upload/chunk', {
+    config: { crossOrigin: true },
     onRequest: [...onRequest, app.sizeGuard(config.limits.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE'), app.transferSlots.upload],
     schema: {
       ...common,
@@ -36,7 +38,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
     }
   }, async (req, reply) => {
     // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
-    const ticket = await admitBody(req, reply, app.blobs)
+    const ticket = await admitBody(req, reply, app.files.admit)
     const form = await readForm(req, 'chunk', ChunkFields, {
       store: async (stream, _filename, before) => {
         // The chunk is streamed to its place as it arrives, so its session must be known first.
@@ -60,6 +62,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
   })
 
   app.post('/upload/verify', {
+    config: { crossOrigin: true },
     onRequest,
     schema: {
       ...common,
@@ -89,6 +92,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app,
   })
 
   app.post('/upload/complete', {
+    config: { crossOrigin: true },
     onRequest: [...onRequest, app.transferSlots.upload],
     schema: {
       ...common,

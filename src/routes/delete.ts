@@ -4,6 +4,7 @@ import { CodeParams, DeleteResponse, errorResponses } from './schemas.js'
 
 const deleteRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/delete/:code', {
+    config: { crossOrigin: true },
     onRequest: app.rateLimits.lookups.onRequest,
     onSend: app.rateLimits.lookups.onSend,
     schema: { summary: 'Delete a file by its code', tags: ['delete'], params: CodeParams, response: { 200: DeleteResponse, ...errorResponses(404, 429, 500, 503) } }

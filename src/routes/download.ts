@@ -1,20 +1,26 @@
 /**
  * GET and HEAD /download/{code}. GET claims a download before the first byte, or resumes one
  * (Range + If-Range with the claim's ETag: 206, counting nothing); HEAD only looks (it never
- * consumes a download). Failures answer an HTML page (config.htmlErrors).
+ * consumes a download). Failures answer an HTML page (config.htmlErrors). The ETags are this
+ * route's: a claim's (`"c-<claim id>"`, a secret only its downloader saw) on GET, the file's
+ * content on HEAD.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import type { FileRecord } from '../core/model.js'
 import { attachmentDisposition } from '../http/content-disposition.js'
+import { parseRange } from '../http/range.js'
 import { countSentBytes } from '../http/sent-bytes.js'
 import { answerError } from '../plugins/error-handler.js'
-import { claimETag, FileNotFound, RangeNotSatisfiable, type Download } from '../services/files.js'
+import { FileNotFound, RangeNotSatisfiable, type Download, type DownloadRequest } from '../services/files.js'
 import { CodeParams } from './schemas.js'
 
 /** RFC 9530 Repr-Digest of the whole representation (also on 206 answers). */
 const reprDigest = (file: FileRecord) => `sha-256=:${Buffer.from(file.sha256, 'hex').toString('base64')}:`
-/** HEAD's ETag names the file (its content); a claim's ETag comes from the file service. */
+/** The ETag of a claim: a secret only its downloader saw. */
+const claimETag = (claimId: string) => `"c-${claimId}"`
+const CLAIM_ETAG = /^"c-([A-Za-z0-9_-]{22})"$/
+/** HEAD's ETag names the file (its content). */
 const fileETag = (file: FileRecord) => file.sha256 !== ''
   ? `"s-${Buffer.from(file.sha256, 'hex').toString('base64url')}"`
   : `"f-${file.code}-${file.createdAt}"`
@@ -34,8 +40,19 @@ function fileHeaders (reply: FastifyReply, file: FileRecord, etag: string, lengt
   if (file.sha256 !== '') reply.header('repr-digest', reprDigest(file))
 }
 
+/**
+ * A GET's resume, if it asks for one: a `Range` (any: one the service cannot serve as asked
+ * resumes the whole file) with `If-Range` naming a claim. Anything else claims a new download,
+ * `Range` ignored.
+ */
+function resumeOf (range: string | undefined, ifRange: string | string[] | undefined): DownloadRequest {
+  if (range === undefined) return {}
+  const claimId = CLAIM_ETAG.exec((typeof ifRange === 'string' ? ifRange : ifRange?.[0])?.trim() ?? '')?.[1]
+  return claimId !== undefined ? { resume: { claimId, range: parseRange(range) } } : {}
+}
+
 const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const config = { htmlErrors: true }
+  const config = { htmlErrors: true, crossOrigin: true }
   const html = { description: 'Friendly HTML error page.', content: { 'text/html': { schema: { type: 'string' } } } }
   const headers = {
     ETag: { description: 'GET: the claim (a secret, for If-Range when resuming); HEAD: the file.', schema: { type: 'string' } },
@@ -65,8 +82,7 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
     reply.header('x-accel-buffering', 'no')
     let download: Download
     try {
-      const ifRange = req.headers['if-range']
-      download = await app.files.download(req.params.code, { range: req.headers.range, ifRange: typeof ifRange === 'string' ? ifRange : ifRange?.[0] })
+      download = await app.files.download(req.params.code, resumeOf(req.headers.range, req.headers['if-range']))
     } catch (err) {
       // An unknown code is answered here, not thrown: see answerError.
       if (err instanceof FileNotFound) return answerError(err, req, reply, config.htmlErrors)

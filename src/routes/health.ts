@@ -27,9 +27,9 @@ async function check (probe: () => Promise<void>): Promise<'ok' | 'failing'> {
 }
 
 export default async function healthRoutes (app: FastifyInstance) {
-  app.get('/healthz', { schema: { summary: 'Liveness', response: { 200: Health } } }, async () => ({ status: 'ok' }))
+  app.get('/healthz', { config: { alwaysAnswered: true }, schema: { summary: 'Liveness', response: { 200: Health } } }, async () => ({ status: 'ok' }))
 
-  app.get('/readyz', { schema: { summary: 'Readiness: state store and storage reachable', response: { 200: Health, 503: Health } } }, async (req, reply) => {
+  app.get('/readyz', { config: { alwaysAnswered: true }, schema: { summary: 'Readiness: state store and storage reachable', response: { 200: Health, 503: Health } } }, async (req, reply) => {
     // Planned answers, not failures: every shutdown drains (info), shedding is the overload
     // protection working (warn). A store that does not answer stays an error.
     if (app.lifecycle.draining) {

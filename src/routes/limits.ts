@@ -30,6 +30,7 @@ const limitsRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, 
     chunk_size: Math.min(limits.maxChunkSize, config.storage.driver === 'fs' ? FS_CHUNK_SIZE : config.storage.partSize)
   }
   app.get('/limits', {
+    config: { crossOrigin: true },
     schema: { summary: 'Upload limits and defaults (public)', tags: ['web'], response: { 200: LimitsResponse } }
   }, async (_req, reply) => {
     // Limits change only with a restart; revalidating costs one small request.

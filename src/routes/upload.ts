@@ -8,6 +8,7 @@ import { errorResponses, multipartBody, uploadFields, UploadResponse } from './s
 const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
   const Fields = uploadFields(config.limits)
   app.post('/upload', {
+    config: { crossOrigin: true },
     onRequest: [...app.uploadGuards, app.sizeGuard(config.limits.maxFileSize, 'DROPCODE_FILE_TOO_LARGE'), app.transferSlots.upload],
     schema: {
       summary: 'Upload one file',
@@ -19,7 +20,7 @@ const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, 
     }
   }, async (req, reply) => {
     // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
-    const ticket = await admitBody(req, reply, app.blobs)
+    const ticket = await admitBody(req, reply, app.files.admit)
     const form = await readForm(req, 'file', Fields, {
       store: (stream, filename) => app.files.receive(stream, filename, declaredLength(req), ticket),
       discard: blob => app.files.discard(blob)

@@ -30,13 +30,13 @@
  */
 import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import { BlobNotFoundError, type BlobStore, type ByteRange, type UploadTicket } from '../blob/index.js'
+import { BlobNotFoundError, type BlobStore, type UploadTicket } from '../blob/index.js'
+import { resolveRange, type ByteRange, type RangeSpec } from '../core/byte-range.js'
 import { DropcodeError, withoutStack } from '../core/errors.js'
 import { cleanFilename, contentTypeFor, multipartFilename } from '../core/filename.js'
 import { isCode, newBlobKey, newClaimId, newCode } from '../core/ids.js'
 import { pendingOwner, type Claim, type FileRecord, type Unavailable } from '../core/model.js'
 import { ByteCounter, Sha256Meter } from '../core/streams.js'
-import { parseRange } from '../http/range.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, FileStore } from '../state/index.js'
 import type { InFlight } from './in-flight.js'
@@ -85,20 +85,18 @@ export interface Download {
   finish (complete: boolean): void
 }
 
-/** What a GET asked for: its Range and If-Range headers, as sent. */
+/**
+ * What a download asks for: a new claim (nothing), or to go on with a claim it holds, for the
+ * bytes of `range` (the whole file when undefined).
+ */
 export interface DownloadRequest {
-  range?: string | undefined
-  ifRange?: string | undefined
+  resume?: { claimId: string, range: RangeSpec | undefined } | undefined
 }
 
 /** A valid claim's range that lies past the end of the file (416). */
 export class RangeNotSatisfiable extends DropcodeError {
   constructor (readonly size: number) { super('DROPCODE_RANGE_NOT_SATISFIABLE') }
 }
-
-/** The ETag of a claim: a secret only its downloader saw. */
-export const claimETag = (claimId: string) => `"c-${claimId}"`
-const CLAIM_ETAG = /^"c-([A-Za-z0-9_-]{22})"$/
 
 export interface FileServiceOptions {
   blobs: BlobStore
@@ -206,16 +204,13 @@ export function createFileService (opts: FileServiceOptions) {
    * Opens the object for a claim (new or resumed) and wires its end; null when a resume would
    * take the claim past its budget (the claim is left as it was, resumable for what remains).
    */
-  async function open (file: FileRecord, claimId: string, resumed: boolean, rangeHeader: string | undefined): Promise<Download | null> {
-    let range: ByteRange | undefined
-    if (resumed) {
-      const asked = parseRange(rangeHeader!, file.size)
-      if (asked.kind === 'unsatisfiable') {
-        await endClaim(file, claimId, false)
-        throw new RangeNotSatisfiable(file.size)
-      }
-      if (asked.kind === 'range') range = asked.range
+  async function open (file: FileRecord, claimId: string, resumed: boolean, spec?: RangeSpec): Promise<Download | null> {
+    const asked = spec !== undefined ? resolveRange(spec, file.size) : undefined
+    if (asked === 'unsatisfiable') {
+      await endClaim(file, claimId, false)
+      throw new RangeNotSatisfiable(file.size)
     }
+    const range: ByteRange | undefined = asked
     // Charged before the first byte (a new claim was charged the whole file when taken).
     const length = range === undefined ? file.size : range.end - range.start + 1
     if (resumed) {
@@ -262,6 +257,13 @@ export function createFileService (opts: FileServiceOptions) {
   }
 
   return {
+    /**
+     * Waits for the storage's permission to read an upload of at most `maxLength` bytes (S3: upload
+     * memory, parts.ts; undefined when the storage has no gate). Pass the ticket to `receive`
+     * (or the session's chunk) and `release()` it once the body is read.
+     */
+    admit: opts.blobs.admit?.bind(opts.blobs),
+
     /**
      * Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it.
      * `maxLength`: an upper bound of its length if known (the request's Content-Length);
@@ -321,17 +323,16 @@ export function createFileService (opts: FileServiceOptions) {
     },
 
     /**
-     * Serves a download: a single `Range` with `If-Range` naming a live claim of this file
-     * resumes that claim (206, counting nothing, on any instance) within the claim's budget;
-     * anything else claims a new download (200, the whole file, `Range` ignored), so a range can
-     * never read a file around its limit.
+     * Serves a download: `resume` naming a live claim of this file goes on with that claim (its
+     * range, counting nothing, on any instance) within the claim's budget; anything else claims
+     * a new download (the whole file), so a range can never read a file around its limit.
      */
     async download (code: string, req: DownloadRequest = {}): Promise<Download> {
       if (!isCode(code)) throw notFound('unknown') // before any store sees it
-      const resumable = req.range !== undefined ? CLAIM_ETAG.exec(req.ifRange?.trim() ?? '')?.[1] : undefined
-      if (resumable !== undefined) {
-        const file = await files.resume(code, resumable, now())
-        const resumed = file !== null ? await open(file, resumable, true, req.range!) : null
+      const { resume } = req
+      if (resume !== undefined) {
+        const file = await files.resume(code, resume.claimId, now())
+        const resumed = file !== null ? await open(file, resume.claimId, true, resume.range) : null
         if (resumed !== null) return resumed
       }
       const claimId = newClaimId()
@@ -346,7 +347,7 @@ export function createFileService (opts: FileServiceOptions) {
         throw err
       }
       if (!claim.ok) throw notFound(claim.reason)
-      return (await open(claim.file, claimId, false, undefined))!
+      return (await open(claim.file, claimId, false))!
     },
 
     /** Deletes a live file: record first (atomically), then its object. */

@@ -81,6 +81,8 @@ t.test('while the event loop lags, new requests are shed; health, readiness and 
   t.equal(shed.status, 503)
   t.equal(shed.body.code, 'DROPCODE_BUSY')
   t.equal((await fetch(`${url}/healthz`)).status, 200, 'liveness is always answered')
+  t.equal((await fetch(`${url}/openapi.json`)).status, 200, 'so is the OpenAPI document (config.alwaysAnswered)')
+  t.equal((await fetch(`${url}/limits`)).status, 503, 'the other routes are shed')
   const ready = await fetch(`${url}/readyz`)
   t.equal(ready.status, 503)
   t.match(await ready.json(), { status: 'overloaded' })

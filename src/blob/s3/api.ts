@@ -22,7 +22,8 @@ import {
   PutObjectCommand, UploadPartCommand, type S3Client
 } from '@aws-sdk/client-s3'
 import { DropcodeError } from '../../core/errors.js'
-import { BlobNotFoundError, type ByteRange } from '../blob-store.js'
+import type { ByteRange } from '../../core/byte-range.js'
+import { BlobNotFoundError } from '../blob-store.js'
 import { type Claim, SlabPool, streamParts } from './parts.js'
 
 export interface PartRef { n: number, etag: string, size: number }

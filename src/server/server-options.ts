@@ -7,15 +7,9 @@ import proxyAddr from '@fastify/proxy-addr'
 import type { IncomingMessage, Server } from 'node:http'
 import { LogController, type FastifyBaseLogger, type FastifyHttpOptions } from 'fastify'
 import type { Config } from '../config.js'
+import { trustFunction } from '../http/trust-proxy.js'
 import { loggerOptions, type LogDestination } from '../logging.js'
 import { clientError, frameworkError } from '../plugins/error-handler.js'
-
-/** TRUST_PROXY as proxy-addr's trust function: (address, hop index) → trusted. */
-export function trustFunction (setting: Config['trustProxy']): (addr: string, i: number) => boolean {
-  if (setting === false) return () => false
-  if (typeof setting === 'number') return (_addr, i) => i < setting
-  return proxyAddr.compile(setting)
-}
 
 /** ms within which a request's headers must have arrived. */
 export const HEADERS_TIMEOUT_MS = 30_000
