@@ -48,6 +48,8 @@ const REQUIRED_BINARIES = ['radosgw', 'ceph-mon', 'ceph-osd', 'monmaptool'] as c
 const HELPER_BINARIES = ['ceph', 'radosgw-admin'] as const
 const REGION = 'us-east-1'
 const COMMAND_TIMEOUT_MS = 30_000
+/** How long a command whose output says it is done may take to exit before it is killed (ms). */
+const DONE_GRACE_MS = 3000
 const DEFAULT_START_TIMEOUT_MS = 60_000
 const DEFAULT_MEMSTORE_BYTES = 1024 * 1024 * 1024
 const DIR_PREFIX = 'dropcode-radosgw-'
@@ -312,18 +314,36 @@ export async function startRadosgw (opts: StartRadosgwOptions = {}): Promise<Rad
 
   const remaining = (): number => deadline - Date.now()
 
-  const run = async (file: string, args: string[]): Promise<string> => {
+  /**
+   * Runs a command to its end. `done`: when its output says the work is done, a command that
+   * does not exit within DONE_GRACE_MS after is killed and counts as done (radosgw-admin printed
+   * the user it created, then hung for 30 s, once in a CI run on a loaded machine).
+   */
+  const run = async (file: string, args: string[], done?: (stdout: string) => boolean): Promise<string> => {
     const ms = Math.max(1, Math.min(COMMAND_TIMEOUT_MS, remaining()))
     return await new Promise<string>((resolve, reject) => {
-      execFile(file, args, { env, cwd: dir, timeout: ms, killSignal: 'SIGKILL', maxBuffer: 4 * 1024 * 1024, encoding: 'utf8' },
+      let finished = false
+      let grace: NodeJS.Timeout | undefined
+      const child = execFile(file, args, { env, cwd: dir, timeout: ms, killSignal: 'SIGKILL', maxBuffer: 4 * 1024 * 1024, encoding: 'utf8' },
         (err, stdout, stderr) => {
-          if (err !== null) {
+          clearTimeout(grace)
+          if (err !== null && finished) {
+            resolve(stdout)
+          } else if (err !== null) {
             const why = err.killed ? `timed out after ${ms} ms` : `failed (${err.message.split('\n')[0] ?? ''})`
             reject(new Error(`${file} ${args.join(' ')} ${why}\nstdout: ${stdout}\nstderr: ${stderr}`))
           } else {
             resolve(stdout)
           }
         })
+      if (done === undefined) return
+      let seen = ''
+      child.stdout?.on('data', (text: string) => {
+        seen += text
+        if (finished || !done(seen)) return
+        finished = true
+        grace = setTimeout(() => child.kill('SIGKILL'), DONE_GRACE_MS)
+      })
     })
   }
 
@@ -393,7 +413,7 @@ export async function startRadosgw (opts: StartRadosgwOptions = {}): Promise<Rad
     daemon(`osd.${osdId}`, bin('ceph-osd'), ['-f', '-i', osdId])
 
     await run(bin('radosgw-admin'), ['-n', 'client.admin', 'user', 'create', '--uid=test', '--display-name=test',
-      `--access-key=${accessKeyId}`, `--secret-key=${secretAccessKey}`])
+      `--access-key=${accessKeyId}`, `--secret-key=${secretAccessKey}`], out => out.includes(secretAccessKey) && out.trimEnd().endsWith('}'))
 
     daemon('client.rgw.a', bin('radosgw'), ['-f', '-n', 'client.rgw.a'])
     checkAlive()
