@@ -3,7 +3,7 @@
  * (and the client writes its request) before the process accepts it; closing the listening
  * socket resets every connection still waiting to be accepted. A balancer cannot tell that reset
  * from a crash under the request: nginx sends a GET to another instance but answers an upload
- * 502, since it cannot resend a body it streamed (test/balancers/rolling-restart.test.ts).
+ * 502, since it cannot resend a body it streamed (test/e2e/balancers/rolling-restart.test.ts).
  *
  * libuv accepts one waiting connection per poll (the listener stays readable while more wait),
  * so the listener closes in a check phase (`setImmediate`) after a poll that accepted none: the

@@ -38,7 +38,7 @@ declare module 'fastify' {
  * ms a connection that has not sent a byte when the listener closes gets to send one. A
  * balancer connects and then writes its request: destroyed at once, such a connection resets a
  * request already on its way, which nginx cannot pass to another instance when it is an upload
- * (502; test/balancers/rolling-restart.test.ts).
+ * (502; test/e2e/balancers/rolling-restart.test.ts).
  */
 const SILENT_GRACE_MS = 1000
 
@@ -69,7 +69,7 @@ export default fp(async function lifecycle (app: FastifyInstance) {
   // connection after it. A balancer then holds no idle keep-alive connection to this instance
   // when the listener closes: close() ends the idle ones, and one that a balancer is sending a
   // request on at that moment resets the request (nginx sends a GET to another instance, but
-  // answers an upload 502: test/balancers/nginx-retry.test.ts).
+  // answers an upload 502: test/e2e/balancers/nginx-retry.test.ts).
   app.addHook('onSend', (_req, reply, payload, done) => { if (draining) reply.header('connection', 'close'); done(null, payload) })
   // A response that started before the drain went out without Connection: close, so the
   // balancer keeps its connection for the next request. Ending it when the response ends races

@@ -107,7 +107,7 @@ export default fp(async function stallGuard (app: FastifyInstance, opts: { stall
   // reader that stopped reading would stay in the kernel behind the FIN (megabytes per
   // connection, for minutes of zero-window probes), and a proxy in front that had stopped
   // reading this connection would not see it end: HAProxy 2.6 kept such clients' connections
-  // open indefinitely (test/balancers/fairness.test.ts). A reset reaches the peer at once and
+  // open indefinitely (test/e2e/balancers/fairness.test.ts). A reset reaches the peer at once and
   // frees both. A request still coming in has nothing queued: a close, which a proxy in front
   // answers its client with a 502.
   function cut (socket: Socket, w: Watch): void {

@@ -1,5 +1,5 @@
 /**
- * The traffic of issue 20's starvation scenario (test/plugins/overload-fairness.ts), aimed at a
+ * The traffic of issue 20's starvation scenario (test/e2e/fairness/overload.ts), aimed at a
  * front given by its URL: the server itself, or a load balancer in front of instances. The slow
  * clients are raw sockets, so nothing between the test and the front smooths what they send;
  * the normal traffic is Node's fetch, timed.

@@ -98,7 +98,7 @@ t.test('SIGTERM: a connection that never sent a byte does not hold the shutdown 
 t.test('SIGTERM: a connection whose request arrives just after the listener closed is answered, not reset (balancer_request_reset_at_close)', async t => {
   // nginx connects to an instance and then writes its request; destroying the connection before
   // the request was read reset it, and nginx answered the upload 502 (found by
-  // test/balancers/rolling-restart.test.ts).
+  // test/e2e/balancers/rolling-restart.test.ts).
   const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '0', SHUTDOWN_GRACE_SECONDS: '20' })
   const { port } = new URL(server.url)
   const socket = net.connect(Number(port), '127.0.0.1')
@@ -123,7 +123,7 @@ t.test('SIGTERM: a keep-alive connection whose response started before the drain
   // The server ended such a connection as its response ended. The response had gone out
   // without Connection: close, so a balancer kept the connection and could send its next
   // request on it just as our FIN arrived: nginx answered that request 502 (once in ~1,300
-  // requests of test/balancers/rolling-restart.test.ts, in CI).
+  // requests of test/e2e/balancers/rolling-restart.test.ts, in CI).
   // A drain long enough for a loaded machine to read the download and wait well within it.
   const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k', DRAIN_DELAY_SECONDS: '10', SHUTDOWN_GRACE_SECONDS: '10' })
   const size = 16 * 1024 * 1024

@@ -1,7 +1,7 @@
 /**
  * The refund queue's own rules (retry until acknowledged, oldest first, bounded, a last try on
  * close). The state store here is a stub that fails on demand: the real faults (a paused Redis)
- * are in test/crash/claim-refund.test.ts.
+ * are in test/e2e/crash/claim-refund.test.ts.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { pino } from 'pino'
