@@ -3,8 +3,11 @@
  * passed down as a typed value. Nothing else reads `process.env`; tests build configs with
  * `loadConfig({ ...vars })`.
  *
- * The schema below is the single list of settings: names, defaults and bounds. A bad value
- * stops start-up with a message naming the variable.
+ * The schema below is the single list of settings: names, defaults and bounds (TypeBox checks
+ * them all, whole numbers included). A bad value stops start-up with a message naming the
+ * variable. `Config`, the typed value, is what `loadConfig` builds from the checked settings:
+ * written once, there, with each field's meaning. Each consumer declares the settings it reads
+ * (`Pick<Config, 'limits'>`), so its options say what it depends on.
  */
 import { randomBytes } from 'node:crypto'
 import path from 'node:path'
@@ -15,14 +18,14 @@ const MiB = 1024 * 1024
 const GiB = 1024 * MiB
 
 const Bool = Type.Union([Type.Literal('true'), Type.Literal('false'), Type.Literal('1'), Type.Literal('0')])
-const Int = (min: number, max: number, def?: number) =>
-  Type.String({ pattern: '^[0-9]+$', ...(def === undefined ? {} : { default: String(def) }), minimum: min, maximum: max })
+/** A whole number from min to max, written in decimal digits only (no units, signs or exponents). */
+const Int = (min: number, max: number, def: number) => Type.Integer({ minimum: min, maximum: max, default: def })
 
 /** One host:port (a name, an IPv4 address or a bracketed IPv6 address), or a comma-separated list of them. */
 const HOST_PORT = '\\s*([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}\\s*'
 const HOST_PORTS = `^${HOST_PORT}(,${HOST_PORT})*$`
 
-/** Every environment variable dropcode reads. Integer values are decimal strings checked against `minimum`/`maximum` after parsing. */
+/** Every environment variable dropcode reads, with its default and bounds: the one list of settings. */
 export const EnvSchema = Type.Object({
   HOST: Type.String({ default: '0.0.0.0', minLength: 1 }),
   TRUST_PROXY: Type.String({ description: 'false, a hop count such as 1, or the proxies\' own comma-separated addresses/CIDRs such as 10.0.0.5,10.0.0.6', default: 'false', pattern: '^(false|true|[0-9]{1,2}|[0-9a-fA-F.:/]+(\\s*,\\s*[0-9a-fA-F.:/]+)*)$' }),
@@ -135,94 +138,6 @@ export type StateConfig =
   | { driver: 'local', dir: string, maxRecords: number }
   | { driver: 'redis', redis: RedisConnection, prefix: string }
 
-export interface Config {
-  host: string
-  /**
-   * Which peers may set X-Forwarded-For / X-Request-Id: false (none: the socket address is the
-   * client), a hop count, or a list of addresses/CIDRs (e.g. the load balancer's subnet).
-   */
-  trustProxy: false | number | string[]
-  port: number
-  /**
-   * Where Prometheus metrics are served (GET /metrics), apart from the service port; false with
-   * METRICS_PORT=off. Port 0: any free port (tests).
-   */
-  metrics: { host: string, port: number } | false
-  logLevel: string
-  /** Origins whose pages may call the API from a browser (CORS); empty = off, ['*'] = any. */
-  corsOrigins: string[]
-  /** json (production) or pretty (for people at a terminal: `npm run dev`; needs the dev dependency pino-pretty). */
-  logFormat: 'json' | 'pretty'
-  apiKeys: string[]
-  /** True when API_KEYS was unset and a random key was made for this run (server.ts logs it once). */
-  apiKeyGenerated: boolean
-  dataDir: string
-  storage: StorageConfig
-  state: StateConfig
-  limits: {
-    /** Bytes. */
-    maxFileSize: number
-    /** Upper bound accepted for max_downloads. */
-    maxDownloads: number
-    /** Upper bound accepted for expiry_hours. */
-    maxExpiryHours: number
-    /** Upper bound accepted for total_chunks (S3 allows 10,000 parts). */
-    maxTotalChunks: number
-    /** Bytes. */
-    maxChunkSize: number
-  }
-  /** ms a chunked session lives without activity. */
-  sessionTtlMs: number
-  /** Chunked sessions one API key may hold open at once (429 DROPCODE_TOO_MANY_SESSIONS beyond). */
-  maxOpenSessionsPerKey: number
-  rateLimits: {
-    /** ms of one counting window. */
-    windowMs: number
-    /** Failed code lookups (download/delete 404s) allowed per client address per window; 0 = no limit. */
-    failedLookups: number
-    /** Upload-endpoint requests allowed per API key per window; 0 = no limit. */
-    uploads: number
-  }
-  sweeper: {
-    /** ms between sweeps; 0 disables the timer (sweeps can still be run by hand). */
-    intervalMs: number
-    /** ms an object outlives its record's expiry, so a download started just before expiry can finish. */
-    graceMs: number
-  }
-  /** ms after which an unfinished upload's object is considered abandoned and swept. */
-  uploadTimeoutMs: number
-  /** Per-instance limits beyond which requests are refused with 503 DROPCODE_BUSY (0 = no limit). */
-  overload: {
-    maxUploads: number
-    maxDownloads: number
-    /** ms of event-loop delay beyond which new requests are shed. */
-    eventLoopDelayMs: number
-    /** Percent of the V8 heap limit beyond which new requests are shed. */
-    heapUsedPercent: number
-  }
-  /**
-   * Least traffic of a running transfer whose client owes bytes (body still coming, or a
-   * response not taken): fewer than `bytes` in a window of `windowMs` and the connection is cut
-   * (plugins/stall-guard.ts). bytes 0: off.
-   */
-  minTransferRate: { bytes: number, windowMs: number }
-  /** After answering before a request body was read: how much of it is read and discarded (lingering close). */
-  linger: {
-    /** ms at most. */
-    maxMs: number
-    /** Bytes at most. */
-    maxBytes: number
-  }
-  /** ms a cut download stays resumable with its claim's ETag (its object is kept meanwhile). */
-  downloadResumeMs: number
-  /** ms a chunk upload's lock lasts without a heartbeat: a crashed holder's lock is gone after this. */
-  chunkLockMs: number
-  /** ms between SIGTERM and closing the listener, while /readyz answers 503 so balancers move away. */
-  drainDelayMs: number
-  /** ms in-flight requests get to finish after the listener closed before their connections are cut. */
-  shutdownGraceMs: number
-}
-
 export class ConfigError extends Error {
   override name = 'ConfigError'
 }
@@ -252,39 +167,45 @@ function redisConnection (e: Env, targets: Array<'REDIS_URL' | 'REDIS_CLUSTER_NO
   return { mode: 'sentinel', sentinels: hostPorts(e.REDIS_SENTINELS!), name: e.REDIS_SENTINEL_NAME, password: e.REDIS_PASSWORD }
 }
 
-/** Validates `env` and returns the typed configuration. Throws ConfigError naming the bad variable. */
-export function loadConfig (env: Record<string, string | undefined>): Config {
-  const known = Object.keys(EnvSchema.properties)
-  const input: Record<string, string> = {}
-  for (const name of known) {
-    const v = env[name]
-    if (v !== undefined && v !== '') input[name] = v
-  }
-  const withDefaults = Value.Default(EnvSchema, input) as Record<string, unknown>
-  const errors = [...Value.Errors(EnvSchema, withDefaults)]
-  if (errors.length > 0) {
-    const e = errors[0]!
-    const name = e.instancePath.replace(/^\//, '') || String((e.params as { requiredProperties?: string[] }).requiredProperties?.[0] ?? '')
-    const prop = (EnvSchema.properties as Record<string, { anyOf?: Array<{ const?: string }>, description?: string, minimum?: number, maximum?: number }>)[name]
-    const why = prop?.anyOf !== undefined
-      ? `must be one of ${prop.anyOf.map(c => c.const).join(', ')}`
-      : prop?.minimum !== undefined
-        ? `must be a whole number (digits only, no units) from ${prop.minimum} to ${prop.maximum}`
-        : prop?.description !== undefined ? `must be ${prop.description}` : e.message
-    throw new ConfigError(`invalid ${name}=${JSON.stringify(input[name] ?? '')}: ${why}`)
-  }
-  const e = withDefaults as Env
-  for (const [name, schema] of Object.entries(EnvSchema.properties)) {
-    const s = schema as { minimum?: number, maximum?: number }
-    const raw = (e as Record<string, unknown>)[name]
-    if (s.minimum === undefined || typeof raw !== 'string') continue
-    const n = Number(raw)
-    if (!Number.isSafeInteger(n) || n < s.minimum || n > s.maximum!) {
-      throw new ConfigError(`invalid ${name}=${JSON.stringify(raw)}: must be a whole number (digits only, no units) from ${s.minimum} to ${s.maximum}`)
-    }
-  }
-  const int = (name: keyof Env) => Number(e[name])
+type Prop = { type?: string, anyOf?: Array<{ const?: string }>, description?: string, minimum?: number, maximum?: number }
+const PROPS = EnvSchema.properties as Record<string, Prop>
 
+/** Why a value of `name` is refused, for people. */
+function expected (name: string, fallback: string): string {
+  const prop = PROPS[name]
+  if (prop?.type === 'integer') return `must be a whole number (digits only, no units) from ${prop.minimum} to ${prop.maximum}`
+  if (prop?.anyOf !== undefined) return `must be one of ${prop.anyOf.map(c => c.const).join(', ')}`
+  return prop?.description !== undefined ? `must be ${prop.description}` : fallback
+}
+
+/**
+ * The environment checked against EnvSchema: defaults filled in, whole numbers converted (after
+ * checking they are digits: TypeBox would also take 0x10, 1e3 or 5.0). Throws ConfigError
+ * naming the first bad variable.
+ */
+function readEnv (env: Record<string, string | undefined>): Env {
+  const input: Record<string, string> = {}
+  for (const name of Object.keys(PROPS)) {
+    const v = env[name]
+    if (v === undefined || v === '') continue
+    if (PROPS[name]!.type === 'integer' && !/^[0-9]+$/.test(v)) throw new ConfigError(`invalid ${name}=${JSON.stringify(v)}: ${expected(name, '')}`)
+    input[name] = v
+  }
+  const read = Value.Convert(EnvSchema, Value.Default(EnvSchema, { ...input }))
+  const first = [...Value.Errors(EnvSchema, read)][0]
+  if (first !== undefined) {
+    const name = first.instancePath.replace(/^\//, '') || String((first.params as { requiredProperties?: string[] }).requiredProperties?.[0] ?? '')
+    throw new ConfigError(`invalid ${name}=${JSON.stringify(input[name] ?? '')}: ${expected(name, first.message)}`)
+  }
+  return read as Env
+}
+
+/**
+ * Validates `env` and returns the typed configuration (its type, Config, is what this returns:
+ * written once, here). Throws ConfigError naming the bad variable.
+ */
+export function loadConfig (env: Record<string, string | undefined>) {
+  const e = readEnv(env)
   const dataDir = path.resolve(e.DATA_DIR)
   const storageDriver = e.STORAGE_DRIVER ?? (e.S3_BUCKET !== undefined ? 's3' : 'fs')
   const redisTargets = (['REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_SENTINELS'] as const).filter(name => e[name] !== undefined)
@@ -309,9 +230,9 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
       prefix: e.S3_PREFIX,
       checksumMode: e.S3_CHECKSUM_MODE,
       createBucket: truthy(e.S3_CREATE_BUCKET),
-      partSize: int('S3_PART_SIZE'),
-      queueSize: int('S3_QUEUE_SIZE'),
-      uploadMemory: int('S3_UPLOAD_MEMORY')
+      partSize: e.S3_PART_SIZE,
+      queueSize: e.S3_QUEUE_SIZE,
+      uploadMemory: e.S3_UPLOAD_MEMORY
     }
   } else {
     storage = { driver: 'fs', dir: path.join(dataDir, 'blobs') }
@@ -321,65 +242,105 @@ export function loadConfig (env: Record<string, string | undefined>): Config {
   if (stateDriver === 'redis') {
     state = { driver: 'redis', redis: redisConnection(e, redisTargets), prefix: e.REDIS_PREFIX }
   } else {
-    state = { driver: 'local', dir: path.join(dataDir, 'state'), maxRecords: int('LOCAL_STATE_MAX_RECORDS') }
+    state = { driver: 'local', dir: path.join(dataDir, 'state'), maxRecords: e.LOCAL_STATE_MAX_RECORDS }
   }
 
   const metricsPort = e.METRICS_PORT === 'off' ? undefined : Number(e.METRICS_PORT)
   if (metricsPort !== undefined && metricsPort > 65535) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must be a port from 0 to 65535, or off`)
-  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === int('PORT')) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must differ from PORT (metrics have their own listener), or be off`)
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === e.PORT) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must differ from PORT (metrics have their own listener), or be off`)
 
   const apiKeys = (e.API_KEYS ?? '').split(',').map(k => k.trim()).filter(k => k !== '')
   const apiKeyGenerated = apiKeys.length === 0
   if (apiKeyGenerated) apiKeys.push(randomBytes(24).toString('base64url'))
 
-  const trustProxy = e.TRUST_PROXY === 'false'
+  const trustProxy: false | number | string[] = e.TRUST_PROXY === 'false'
     ? false
     : /^[0-9]+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY.split(',').map(a => a.trim())
   if (e.TRUST_PROXY === 'true') throw new ConfigError('invalid TRUST_PROXY="true": trusting every peer lets any client spoof its address; give a hop count or the proxies\' addresses/CIDRs')
 
   return {
     host: e.HOST,
+    /**
+     * Which peers may set X-Forwarded-For / X-Request-Id: false (none: the socket address is the
+     * client), a hop count, or a list of addresses/CIDRs (e.g. the load balancer's subnet).
+     */
     trustProxy,
-    port: int('PORT'),
-    metrics: metricsPort === undefined ? false : { host: e.METRICS_HOST, port: metricsPort },
-    logLevel: e.LOG_LEVEL,
+    port: e.PORT,
+    /**
+     * Where Prometheus metrics are served (GET /metrics), apart from the service port; false with
+     * METRICS_PORT=off. Port 0: any free port (tests).
+     */
+    metrics: metricsPort === undefined ? false as const : { host: e.METRICS_HOST, port: metricsPort },
+    logLevel: e.LOG_LEVEL as string,
+    /** json (production) or pretty (for people at a terminal: `npm run dev`; needs the dev dependency pino-pretty). */
     logFormat: e.LOG_FORMAT,
+    /** Origins whose pages may call the API from a browser (CORS); empty = off, ['*'] = any. */
     corsOrigins: e.CORS_ORIGINS.split(',').map(o => o.trim()).filter(o => o !== ''),
     apiKeys,
+    /** True when API_KEYS was unset and a random key was made for this run (server.ts logs it once). */
     apiKeyGenerated,
     dataDir,
     storage,
     state,
     limits: {
-      maxFileSize: int('MAX_FILE_SIZE'),
-      maxDownloads: int('MAX_DOWNLOADS'),
-      maxExpiryHours: int('MAX_EXPIRY_HOURS'),
-      maxTotalChunks: int('MAX_TOTAL_CHUNKS'),
-      maxChunkSize: int('MAX_CHUNK_SIZE')
+      /** Bytes. */
+      maxFileSize: e.MAX_FILE_SIZE,
+      /** Upper bound accepted for max_downloads. */
+      maxDownloads: e.MAX_DOWNLOADS,
+      /** Upper bound accepted for expiry_hours. */
+      maxExpiryHours: e.MAX_EXPIRY_HOURS,
+      /** Upper bound accepted for total_chunks (S3 allows 10,000 parts). */
+      maxTotalChunks: e.MAX_TOTAL_CHUNKS,
+      /** Bytes. */
+      maxChunkSize: e.MAX_CHUNK_SIZE
     },
-    sessionTtlMs: int('SESSION_TTL_SECONDS') * 1000,
-    maxOpenSessionsPerKey: int('MAX_OPEN_SESSIONS_PER_KEY'),
+    /** ms a chunked session lives without activity. */
+    sessionTtlMs: e.SESSION_TTL_SECONDS * 1000,
+    /** Chunked sessions one API key may hold open at once (429 DROPCODE_TOO_MANY_SESSIONS beyond). */
+    maxOpenSessionsPerKey: e.MAX_OPEN_SESSIONS_PER_KEY,
     rateLimits: {
-      windowMs: int('RATE_LIMIT_WINDOW_SECONDS') * 1000,
-      failedLookups: int('RATE_LIMIT_FAILED_LOOKUPS'),
-      uploads: int('RATE_LIMIT_UPLOADS')
+      /** ms of one counting window. */
+      windowMs: e.RATE_LIMIT_WINDOW_SECONDS * 1000,
+      /** Failed code lookups (download/delete 404s) allowed per client address per window; 0 = no limit. */
+      failedLookups: e.RATE_LIMIT_FAILED_LOOKUPS,
+      /** Upload-endpoint requests allowed per API key per window; 0 = no limit. */
+      uploads: e.RATE_LIMIT_UPLOADS
     },
     sweeper: {
-      intervalMs: int('SWEEP_INTERVAL_SECONDS') * 1000,
-      graceMs: int('SWEEP_GRACE_SECONDS') * 1000
+      /** ms between sweeps; 0 disables the timer (sweeps can still be run by hand). */
+      intervalMs: e.SWEEP_INTERVAL_SECONDS * 1000,
+      /** ms an object outlives its record's expiry, so a download started just before expiry can finish. */
+      graceMs: e.SWEEP_GRACE_SECONDS * 1000
     },
-    uploadTimeoutMs: int('UPLOAD_TIMEOUT_SECONDS') * 1000,
-    downloadResumeMs: int('DOWNLOAD_RESUME_SECONDS') * 1000,
+    /** ms after which an unfinished upload's object is considered abandoned and swept. */
+    uploadTimeoutMs: e.UPLOAD_TIMEOUT_SECONDS * 1000,
+    /** ms a cut download stays resumable with its claim's ETag (its object is kept meanwhile). */
+    downloadResumeMs: e.DOWNLOAD_RESUME_SECONDS * 1000,
+    /** Per-instance limits beyond which requests are refused with 503 DROPCODE_BUSY (0 = no limit). */
     overload: {
-      maxUploads: int('MAX_CONCURRENT_UPLOADS'),
-      maxDownloads: int('MAX_CONCURRENT_DOWNLOADS'),
-      eventLoopDelayMs: int('SHED_EVENT_LOOP_DELAY_MS'),
-      heapUsedPercent: int('SHED_HEAP_USED_PERCENT')
+      maxUploads: e.MAX_CONCURRENT_UPLOADS,
+      maxDownloads: e.MAX_CONCURRENT_DOWNLOADS,
+      /** ms of event-loop delay beyond which new requests are shed. */
+      eventLoopDelayMs: e.SHED_EVENT_LOOP_DELAY_MS,
+      /** Percent of the V8 heap limit beyond which new requests are shed. */
+      heapUsedPercent: e.SHED_HEAP_USED_PERCENT
     },
-    minTransferRate: { bytes: int('MIN_TRANSFER_BYTES'), windowMs: int('MIN_TRANSFER_WINDOW_SECONDS') * 1000 },
-    linger: { maxMs: int('LINGER_SECONDS') * 1000, maxBytes: int('LINGER_MAX_BYTES') },
-    chunkLockMs: int('CHUNK_LOCK_SECONDS') * 1000,
-    drainDelayMs: int('DRAIN_DELAY_SECONDS') * 1000,
-    shutdownGraceMs: int('SHUTDOWN_GRACE_SECONDS') * 1000
+    /**
+     * Least traffic of a running transfer whose client owes bytes (body still coming, or a
+     * response not taken): fewer than `bytes` in a window of `windowMs` and the connection is cut
+     * (plugins/stall-guard.ts). bytes 0: off.
+     */
+    minTransferRate: { bytes: e.MIN_TRANSFER_BYTES, windowMs: e.MIN_TRANSFER_WINDOW_SECONDS * 1000 },
+    /** After answering before a request body was read: how much of it is read and discarded (lingering close), in ms and bytes at most. */
+    linger: { maxMs: e.LINGER_SECONDS * 1000, maxBytes: e.LINGER_MAX_BYTES },
+    /** ms a chunk upload's lock lasts without a heartbeat: a crashed holder's lock is gone after this. */
+    chunkLockMs: e.CHUNK_LOCK_SECONDS * 1000,
+    /** ms between SIGTERM and closing the listener, while /readyz answers 503 so balancers move away. */
+    drainDelayMs: e.DRAIN_DELAY_SECONDS * 1000,
+    /** ms in-flight requests get to finish after the listener closed before their connections are cut. */
+    shutdownGraceMs: e.SHUTDOWN_GRACE_SECONDS * 1000
   }
 }
+
+/** The configuration: what loadConfig returns, each field documented there. */
+export type Config = ReturnType<typeof loadConfig>

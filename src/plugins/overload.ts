@@ -66,7 +66,7 @@ function slotHook (app: FastifyInstance, kind: TransferKind, limit: number): onR
   }
 }
 
-export default fp(async function overload (app: FastifyInstance, { config }: { config: Config }) {
+export default fp(async function overload (app: FastifyInstance, { config }: { config: Pick<Config, 'overload'> }) {
   const { maxUploads, maxDownloads, eventLoopDelayMs, heapUsedPercent } = config.overload
   app.decorate('transferSlots', { upload: slotHook(app, 'upload', maxUploads), download: slotHook(app, 'download', maxDownloads) })
 

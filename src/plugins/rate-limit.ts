@@ -110,7 +110,7 @@ const LANE = Symbol('lookup lane')
 /** What the gate hands the 404 counter: the address's subject and its lane's release. */
 type LaneHolder = { [LANE]?: { subject: string, release: () => void } }
 
-export default fp(async function rateLimit (app: FastifyInstance, { config, now }: { config: Config, now: () => number }) {
+export default fp(async function rateLimit (app: FastifyInstance, { config, now }: { config: Pick<Config, 'rateLimits' | 'trustProxy'>, now: () => number }) {
   const { windowMs, failedLookups, uploads } = config.rateLimits
   const lookupKey = (subject: string) => `lookup:${subject}`
   const lanes = keyedLanes()

@@ -2,6 +2,9 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
+
+/** The settings the services read. */
+type ServiceSettings = Pick<Config, 'limits' | 'sweeper' | 'uploadTimeoutMs' | 'downloadResumeMs' | 'sessionTtlMs' | 'chunkLockMs' | 'maxOpenSessionsPerKey'>
 import { createFileService, type FileService } from '../services/files.js'
 import { InFlight } from '../services/in-flight.js'
 import { createRefundQueue } from '../services/refunds.js'
@@ -16,7 +19,7 @@ declare module 'fastify' {
   }
 }
 
-export default fp(async function services (app: FastifyInstance, opts: { config: Config, now: () => number }) {
+export default fp(async function services (app: FastifyInstance, opts: { config: ServiceSettings, now: () => number }) {
   const { config, now } = opts
   const inFlight = new InFlight()
   const { blobs, state } = app

@@ -17,7 +17,7 @@ declare module 'fastify' {
 }
 
 export interface StoresOptions {
-  config: Config
+  config: Pick<Config, 'state' | 'storage'>
   now: () => number
   /** Use this S3 client instead of building one (tests record the requests it sends). */
   s3Client?: S3Client

@@ -13,7 +13,7 @@ import {
   ChunkFields, ChunkResponse, CompleteFields, errorResponses, multipartBody, SessionFields, StartResponse, startFields, UploadResponse, VerifyResponse
 } from './schemas.js'
 
-const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
+const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> }> = async (app, { config }) => {
   const StartFields = startFields(config.limits)
   const common = { tags: ['chunked upload'], security: [{ apiKey: [] }] }
   const onRequest = app.uploadGuards

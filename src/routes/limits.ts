@@ -15,7 +15,7 @@ import { DEFAULT_EXPIRY_HOURS, DEFAULT_MAX_DOWNLOADS, LimitsResponse } from './s
 /** The chunk size suggested on the filesystem: few chunks, each written in place (bytes). */
 const FS_CHUNK_SIZE = 64 * 1024 * 1024
 
-const limitsRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
+const limitsRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'storage'> }> = async (app, { config }) => {
   const { limits } = config
   const body = {
     max_file_size: limits.maxFileSize,

@@ -5,7 +5,7 @@ import { DropcodeError } from '../core/errors.js'
 import { admitBody, declaredLength, readForm } from '../http/multipart-form.js'
 import { errorResponses, multipartBody, uploadFields, UploadResponse } from './schemas.js'
 
-const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Config }> = async (app, { config }) => {
+const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> }> = async (app, { config }) => {
   const Fields = uploadFields(config.limits)
   app.post('/upload', {
     config: { crossOrigin: true },

@@ -14,7 +14,7 @@ import { clientError, frameworkError } from '../plugins/error-handler.js'
 /** ms within which a request's headers must have arrived. */
 export const HEADERS_TIMEOUT_MS = 30_000
 
-export function serverOptions (config: Config, logs: LogDestination, overrides: { loggerInstance?: FastifyBaseLogger | undefined, headersTimeoutMs?: number | undefined } = {}): FastifyHttpOptions<Server> {
+export function serverOptions (config: Pick<Config, 'trustProxy' | 'logLevel'>, logs: LogDestination, overrides: { loggerInstance?: FastifyBaseLogger | undefined, headersTimeoutMs?: number | undefined } = {}): FastifyHttpOptions<Server> {
   const { loggerInstance } = overrides
   const trustProxy = trustFunction(config.trustProxy)
   return {
