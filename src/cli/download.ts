@@ -104,92 +104,146 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
  * connections; verifies the digest. Resolves with the verified SHA-256 and size.
  */
 async function fetchInto (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>, tee: Extraction | undefined) {
-  const toStdout = part === '-'
-  let etag = saved?.etag
-  let expected = saved?.sha256 ?? head.sha256
-  let size = saved?.size ?? head.size
-  let hash = createHash('sha256')
-  let offset = 0
-  if (saved !== undefined) {
-    offset = (await fs.stat(part).catch(() => undefined))?.size ?? 0
-    if (offset > size) offset = 0
-    hash = await hashPrefix(part, offset, tee)
-  }
-  const fh = toStdout ? undefined : await fs.open(part, offset > 0 ? 'r+' : 'w').catch(cannotWrite(part))
-  const progress = makeProgress('download', size, args)
-  if (offset > 0) {
-    progress.note(`resuming download at ${offset} of ${size} bytes`)
-    progress.skip(offset)
-  }
-  const fail = async (err: CliError) => {
-    await fh?.close()
-    if (!toStdout) {
-      await fs.rm(part, { force: true })
-      await state.remove()
-    }
-    throw err
-  }
-  let stalls = 0
+  const transfer = await Transfer.open(args, client, head, part, saved, state, tee)
   try {
-    while (offset < size || etag === undefined) {
-      const res = await client.retrying('download', async () => {
-        // With a claim, always ask for the rest (even from 0: a partial file lost after a kill
-        // still resumes the claim rather than counting a new download).
-        const claim = etag
-        const ranged = claim !== undefined
-        const r = await client.exchange('GET', `/download/${args.code}`, ranged ? { range: `bytes=${offset}-`, 'if-range': claim } : {})
-        if (r.statusCode === 206 && ranged) {
-          const start = /^bytes (\d+)-/.exec(r.headers['content-range'] ?? '')?.[1]
-          if (Number(start) !== offset) { r.destroy(); throw new Retryable(`resumed at ${String(start)}, not ${offset}`, NO_ANSWER) }
-          return r
-        }
-        if (r.statusCode === 200) return r
-        return await failed(r, args.code)
-      })
-      if (res.statusCode === 200) {
-        if (etag !== undefined) {
-          progress.note('the service could not resume the download (its window passed): starting again (this counted a new download)')
-          progress.add(-offset)
-        }
-        if (etag !== undefined) await tee?.restart() // bytes of the earlier claim were unpacked
-        offset = 0
-        hash = createHash('sha256')
-        await fh?.truncate(0)
-        etag = String(res.headers.etag ?? '')
-        expected = hexDigest(res.headers['repr-digest'])
-        size = Number(res.headers['content-length'])
-        if (!toStdout) await state.write({ etag, sha256: expected, size, file: head })
-      }
-      const before = offset
-      const pos = { offset }
-      let cut: unknown
-      try {
-        await copy(res, fh, pos, hash, tee, n => progress.add(n))
-      } catch (err) {
-        if (err instanceof CliError) throw err
-        cut = err
-      }
-      offset = pos.offset // every byte counted here was written
-      if (offset < size) {
-        stalls = offset > before ? 0 : stalls + 1
-        if (stalls > args.retries) throw new CliError(EXIT.NETWORK, `download: cut at ${offset} of ${size} bytes again and again`)
-        progress.note(`download cut at ${offset} of ${size} bytes${cut !== undefined ? ` (${describe(cut)})` : ''}; resuming`)
-      }
-    }
+    while (!transfer.over()) await transfer.receive(await transfer.request())
   } catch (err) {
-    if (err instanceof CliError && err.exitCode !== EXIT.NETWORK) await fail(err)
-    await fh?.close()
+    // A network failure keeps the partial file and its state, for a rerun to resume.
+    if (err instanceof CliError && err.exitCode !== EXIT.NETWORK) await transfer.fail(err)
+    await transfer.close()
     throw err
   }
-  await fh?.close()
-  progress.done()
-  const actual = hash.digest('hex')
-  if (offset !== size) await fail(new CliError(EXIT.INTEGRITY, `received ${offset} bytes, ${size} expected`))
-  if (expected !== '' && actual !== expected) {
-    await fail(new CliError(EXIT.INTEGRITY, `integrity check failed: SHA-256 ${actual}, the service declared ${expected}${toStdout ? '' : '; the partial file was removed'}`))
+  return await transfer.verify()
+}
+
+/** One download's progress through its GETs: its claim, what arrived, and where it goes. */
+class Transfer {
+  /** The claim's ETag, once a GET claimed the download (or from a saved state). */
+  private etag: string | undefined
+  /** The SHA-256 the service declared (empty: none), and the file's size. */
+  private expected: string
+  private size: number
+  private hash = createHash('sha256')
+  /** Bytes written so far (and hashed, and passed to the extraction). */
+  private offset = 0
+  /** GETs in a row that added no byte. */
+  private stalls = 0
+  private readonly toStdout: boolean
+  private readonly progress: ReturnType<typeof makeProgress>
+  private fh: fs.FileHandle | undefined
+
+  private constructor (private readonly args: DownloadArgs, private readonly client: Client, private readonly head: FileInfo, private readonly part: string,
+    saved: DownloadState | undefined, private readonly state: StateFile<DownloadState>, private readonly tee: Extraction | undefined) {
+    this.toStdout = part === '-'
+    this.etag = saved?.etag
+    this.expected = saved?.sha256 ?? head.sha256
+    this.size = saved?.size ?? head.size
+    this.progress = makeProgress('download', this.size, args)
   }
-  if (expected === '') progress.note('warning: the service sent no Repr-Digest; the download is not verified')
-  return { sha256: actual, size }
+
+  /** Starts a download, or continues the partial file of a saved one (its bytes hashed and unpacked again). */
+  static async open (args: DownloadArgs, client: Client, head: FileInfo, part: string, saved: DownloadState | undefined, state: StateFile<DownloadState>, tee: Extraction | undefined): Promise<Transfer> {
+    const t = new Transfer(args, client, head, part, saved, state, tee)
+    if (saved !== undefined) {
+      const offset = (await fs.stat(part).catch(() => undefined))?.size ?? 0
+      t.offset = offset > t.size ? 0 : offset
+      t.hash = await hashPrefix(part, t.offset, tee)
+    }
+    t.fh = t.toStdout ? undefined : await fs.open(part, t.offset > 0 ? 'r+' : 'w').catch(cannotWrite(part))
+    if (t.offset > 0) {
+      t.progress.note(`resuming download at ${t.offset} of ${t.size} bytes`)
+      t.progress.skip(t.offset)
+    }
+    return t
+  }
+
+  over (): boolean {
+    return this.offset >= this.size && this.etag !== undefined
+  }
+
+  /**
+   * The next GET, with its retries: with a claim, always the rest of it (even from 0: a partial
+   * file lost after a kill still resumes the claim rather than counting a new download).
+   */
+  async request (): Promise<IncomingMessage> {
+    const res = await this.client.retrying('download', async () => {
+      const claim = this.etag
+      const r = await this.client.exchange('GET', `/download/${this.args.code}`, claim !== undefined ? { range: `bytes=${this.offset}-`, 'if-range': claim } : {})
+      if (r.statusCode === 206 && claim !== undefined) {
+        const start = /^bytes (\d+)-/.exec(r.headers['content-range'] ?? '')?.[1]
+        if (Number(start) !== this.offset) { r.destroy(); throw new Retryable(`resumed at ${String(start)}, not ${this.offset}`, NO_ANSWER) }
+        return r
+      }
+      if (r.statusCode === 200) return r
+      return await failed(r, this.args.code)
+    })
+    if (res.statusCode === 200) await this.claimed(res)
+    return res
+  }
+
+  /** A 200: a new claim, the whole file from its first byte (an earlier claim's window passed). */
+  private async claimed (res: IncomingMessage): Promise<void> {
+    if (this.etag !== undefined) {
+      this.progress.note('the service could not resume the download (its window passed): starting again (this counted a new download)')
+      this.progress.add(-this.offset)
+      await this.tee?.restart() // bytes of the earlier claim were unpacked
+    }
+    this.offset = 0
+    this.hash = createHash('sha256')
+    await this.fh?.truncate(0)
+    this.etag = String(res.headers.etag ?? '')
+    this.expected = hexDigest(res.headers['repr-digest'])
+    this.size = Number(res.headers['content-length'])
+    if (!this.toStdout) await this.state.write({ etag: this.etag, sha256: this.expected, size: this.size, file: this.head })
+  }
+
+  /** Writes what the answer brings; a cut is noted (and resumed by the next request) until it keeps adding nothing. */
+  async receive (res: IncomingMessage): Promise<void> {
+    const before = this.offset
+    const pos = { offset: this.offset }
+    let cut: unknown
+    try {
+      await copy(res, this.fh, pos, this.hash, this.tee, n => this.progress.add(n))
+    } catch (err) {
+      if (err instanceof CliError) throw err
+      cut = err
+    }
+    this.offset = pos.offset // every byte counted here was written
+    if (this.offset >= this.size) return
+    this.stalls = this.offset > before ? 0 : this.stalls + 1
+    if (this.stalls > this.args.retries) throw new CliError(EXIT.NETWORK, `download: cut at ${this.offset} of ${this.size} bytes again and again`)
+    this.progress.note(`download cut at ${this.offset} of ${this.size} bytes${cut !== undefined ? ` (${describe(cut)})` : ''}; resuming`)
+  }
+
+  /** Checks the size and the digest; a mismatch removes the partial file and its state. */
+  async verify (): Promise<{ sha256: string, size: number }> {
+    await this.close()
+    this.progress.done()
+    const actual = this.hash.digest('hex')
+    const { offset, size, expected } = this
+    if (offset !== size) await this.fail(new CliError(EXIT.INTEGRITY, `received ${offset} bytes, ${size} expected`))
+    if (expected !== '' && actual !== expected) {
+      await this.fail(new CliError(EXIT.INTEGRITY, `integrity check failed: SHA-256 ${actual}, the service declared ${expected}${this.toStdout ? '' : '; the partial file was removed'}`))
+    }
+    if (expected === '') this.progress.note('warning: the service sent no Repr-Digest; the download is not verified')
+    return { sha256: actual, size }
+  }
+
+  async close (): Promise<void> {
+    const { fh } = this
+    this.fh = undefined
+    await fh?.close()
+  }
+
+  /** Gives the download up for good: the partial file and its state go. */
+  async fail (err: CliError): Promise<never> {
+    await this.close()
+    if (!this.toStdout) {
+      await fs.rm(this.part, { force: true })
+      await this.state.remove()
+    }
+    throw err
+  }
 }
 
 /** Bytes gathered at most into one write. */

@@ -125,7 +125,40 @@ export function createSessionService (opts: SessionServiceOptions) {
     return () => clearInterval(timer)
   }
 
+  /**
+   * Stores one chunk under its lock: the lock taken (`lockChunk`), the bytes streamed to storage
+   * while hashed and folded (`storeChunk`), then a pending chunk that the route commits (records
+   * it: `commitChunk`) or aborts.
+   */
   async function receiveChunk (id: string, index: number, body: Readable, keyId: string, maxLength?: number, ticket?: UploadTicket): Promise<PendingChunk> {
+    const lock = await lockChunk(id, index, keyId)
+    const stored = await storeChunk(lock, body, maxLength, ticket)
+    const { session } = lock
+    let settled = false
+    return {
+      sha256: stored.record.sha256,
+      size: stored.record.size,
+      async abort () {
+        if (settled) return
+        settled = true
+        stored.kept?.release()
+        stored.stopLock()
+        await discard(session.blobKey, session.handle, stored.record)
+        await lock.abort()
+      },
+      async commit () {
+        settled = true
+        stored.stopLock()
+        return await commitChunk(lock, stored)
+      }
+    }
+  }
+
+  /** A chunk index locked for one request: `token` names the lock, `abort()` releases it. */
+  interface ChunkLock { id: string, index: number, keyId: string, token: string, session: UploadSession, abort: () => Promise<void> }
+
+  /** Takes chunk `index`'s lock (409 with the lease left while another request holds it, or the session completes). */
+  async function lockChunk (id: string, index: number, keyId: string): Promise<ChunkLock> {
     const token = randomBytes(12).toString('base64url')
     const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, keyId)
     if (!begun.ok) {
@@ -140,6 +173,24 @@ export function createSessionService (opts: SessionServiceOptions) {
       await abort()
       throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
     }
+    return { id, index, keyId, token, session, abort }
+  }
+
+  /** A chunk in storage, not yet recorded: its record, its fold into the file's digest, its kept bytes. */
+  interface StoredChunk {
+    record: ChunkRecord
+    fold: ReturnType<typeof prefixes.streamFold>
+    kept: ReturnType<typeof prefixes.retain> | undefined
+    stopLock: () => void
+  }
+
+  /**
+   * Streams the body into storage, hashing it and folding it into the file's running SHA-256 (or
+   * keeping its bytes for the fold at its turn, if they fit). On any failure nothing is left:
+   * the stored part discarded, the lock released.
+   */
+  async function storeChunk (lock: ChunkLock, body: Readable, maxLength: number | undefined, ticket: UploadTicket | undefined): Promise<StoredChunk> {
+    const { id, index, token, session } = lock
     const { chunkSize } = session
     const fold = prefixes.streamFold(id, index)
     // Not foldable now: keep its bytes for the fold at its turn, if they fit.
@@ -147,7 +198,6 @@ export function createSessionService (opts: SessionServiceOptions) {
     const meter = new Sha256Meter({ max: Math.min(opts.maxChunkSize, chunkSize ?? Infinity), code: 'DROPCODE_CHUNK_TOO_LARGE' }, fold?.update ?? kept?.add)
     const stopLock = keepLock(id, index, token, err => meter.destroy(err))
     pipeline(body, meter, () => {})
-    let record: ChunkRecord
     try {
       const receipt = await blobs.putChunk(session.blobKey, session.handle, {
         index,
@@ -158,63 +208,51 @@ export function createSessionService (opts: SessionServiceOptions) {
         chunkSize,
         settleLayout: wanted => sessions.settleLayout(id, wanted, now())
       })
-      record = { size: meter.bytes, sha256: meter.hex(), receipt: JSON.stringify(receipt) }
+      const record: ChunkRecord = { size: meter.bytes, sha256: meter.hex(), receipt: JSON.stringify(receipt) }
       if (chunkSize !== undefined && index < session.totalChunks - 1 && record.size !== chunkSize) {
         await discard(session.blobKey, session.handle, record)
         throw new DropcodeError('DROPCODE_CHUNK_SIZE_MISMATCH', `Chunk ${index} holds ${record.size} bytes; every chunk but the last must hold chunk_size = ${chunkSize} bytes. It was not stored.`)
       }
       fold?.done(record.sha256, record.size)
+      return { record, fold, kept, stopLock }
     } catch (err) {
       fold?.fail()
       kept?.release()
       stopLock()
       body.destroy()
-      await abort()
+      await lock.abort()
       throw err
     }
+  }
 
-    let settled = false
-    return {
-      sha256: record.sha256,
-      size: record.size,
-      async abort () {
-        if (settled) return
-        settled = true
-        kept?.release()
-        stopLock()
-        await discard(session.blobKey, session.handle, record)
-        await abort()
-      },
-      async commit () {
-        settled = true
-        stopLock()
-        // A commit that fails may still be recorded (its answer lost: a paused Redis runs it when
-        // it resumes), so its data is kept: completion removes every chunk object no record
-        // names, and the sweeper an abandoned session's.
-        const committed = await sessions.commitChunk(id, index, token, record, now(), ttl).catch((err: unknown) => { kept?.release(); throw err })
-        if (!committed.ok) {
-          kept?.release()
-          await discard(session.blobKey, session.handle, record)
-          throw committed.reason === 'gone'
-            ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-            : new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`)
-        }
-        if (committed.previous !== null && committed.previous.receipt !== record.receipt) await discard(session.blobKey, session.handle, committed.previous)
-        if (committed.bytes > opts.maxFileSize) {
-          kept?.release()
-          // Record nothing: take the index back (a fresh lock, then abort it).
-          const again = randomBytes(12).toString('base64url')
-          if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, keyId)).ok) {
-            await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, again, now()))
-          }
-          throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
-        }
-        const receipt = JSON.parse(record.receipt) as ChunkReceipt
-        const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : undefined
-        prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
-        return { received: committed.received, total: session.totalChunks }
-      }
+  /** Records a stored chunk under its lock; what it replaced is discarded. */
+  async function commitChunk (lock: ChunkLock, { record, fold, kept }: StoredChunk): Promise<{ received: number, total: number }> {
+    const { id, index, keyId, token, session } = lock
+    // A commit that fails may still be recorded (its answer lost: a paused Redis runs it when
+    // it resumes), so its data is kept: completion removes every chunk object no record
+    // names, and the sweeper an abandoned session's.
+    const committed = await sessions.commitChunk(id, index, token, record, now(), ttl).catch((err: unknown) => { kept?.release(); throw err })
+    if (!committed.ok) {
+      kept?.release()
+      await discard(session.blobKey, session.handle, record)
+      throw committed.reason === 'gone'
+        ? new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
+        : new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`)
     }
+    if (committed.previous !== null && committed.previous.receipt !== record.receipt) await discard(session.blobKey, session.handle, committed.previous)
+    if (committed.bytes > opts.maxFileSize) {
+      kept?.release()
+      // Record nothing: take the index back (a fresh lock, then abort it).
+      const again = randomBytes(12).toString('base64url')
+      if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, keyId)).ok) {
+        await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, again, now()))
+      }
+      throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+    }
+    const receipt = JSON.parse(record.receipt) as ChunkReceipt
+    const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : undefined
+    prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
+    return { received: committed.received, total: session.totalChunks }
   }
 
   /**

@@ -479,140 +479,181 @@ export interface StreamPartsOptions {
  * @returns bytes read and pieces sent
  */
 export async function streamParts (source: AsyncIterable<Buffer>, opts: StreamPartsOptions): Promise<{ size: number, pieces: number }> {
-  const { pool, holdBack } = opts
-  const { partSize, slabSize: S } = pool
-  const P = partSize / S
-  // A full piece waits for at least one more byte: a stream that fits exactly in one piece is
-  // then still stored whole.
-  const threshold = Math.max(holdBack, 1)
-  const H = Math.ceil(threshold / S)
-  let bound = Math.min(opts.maxLength ?? Infinity, opts.maxBytes ?? Infinity)
-  const claim = opts.ticket ?? pool.open()
-  const inFlight = new Set<Promise<void>>()
-  let sendError: unknown
-  let pieces = 0
-  let size = 0
+  const pieces = new Pieces(opts)
+  // A source that fails while this stream waits for a slab ends the wait (its slabs go back now,
+  // not once a slab is granted).
+  const stop = (err: unknown) => { pieces.claim.cancel(err) }
+  if (source instanceof Readable) source.once('error', stop)
+  try {
+    for await (const chunk of source) await pieces.append(chunk)
+    return await pieces.end()
+  } finally {
+    if (source instanceof Readable) source.off('error', stop)
+    await pieces.close()
+  }
+}
+
+/**
+ * One stream's pieces: the piece filling (`cur`, `fill` bytes), a full piece held back until the
+ * next reaches `threshold` (`pending`), the pieces on their way to S3, and the stream's holding
+ * of the pool's slabs (see the module header), which every change reports to its claim.
+ */
+class Pieces {
+  readonly claim: Claim
+  private readonly pool: SlabPool
+  /** Slabs per piece, and bytes per slab. */
+  private readonly P: number
+  private readonly S: number
+  /** A full piece waits for at least one more byte: a stream that fits exactly in one piece is then still stored whole. */
+  private readonly threshold: number
+  /** Slabs the threshold takes. */
+  private readonly H: number
+  /** Bytes the stream holds at most, as far as known. */
+  private bound: number
+  private readonly inFlight = new Set<Promise<void>>()
+  private sendError: unknown
+  private pieces = 0
+  private size = 0
   /** Slabs of pieces handed to S3 and not back yet, or about to be (waiting for `concurrency`). */
-  let flying = 0
+  private flying = 0
   /** A full piece waiting for the next one to reach `threshold`. */
-  let pending: Buffer[] | undefined
+  private pending: Buffer[] | undefined
   /** The piece filling, and its bytes. */
-  let cur: Buffer[] = []
-  let fill = 0
+  private cur: Buffer[] = []
+  private fill = 0
+
+  constructor (private readonly opts: StreamPartsOptions) {
+    const { pool, holdBack } = opts
+    this.pool = pool
+    this.S = pool.slabSize
+    this.P = pool.partSize / this.S
+    this.threshold = Math.max(holdBack, 1)
+    this.H = Math.ceil(this.threshold / this.S)
+    this.bound = Math.min(opts.maxLength ?? Infinity, opts.maxBytes ?? Infinity)
+    this.claim = opts.ticket ?? pool.open()
+    this.claim.without = () => this.holding(this.cur.length)
+    if (this.claim.hasPromise) this.claim.set(this.holding(this.cur.length)) // its real need (admission overstated it)
+  }
 
   /** Slabs to take before this stream can send something, if its current piece had `c` slabs (0: it can). */
-  const needOf = (c: number): number => {
-    const left = bound - size
-    const space = c * S - fill
+  private needOf (c: number): number {
+    const { S, H, P, pending, threshold } = this
+    const left = this.bound - this.size
+    const space = c * S - this.fill
     if (left <= space) return 0 // all it will read fits in what it holds
     const goes = pending !== undefined && c * S >= threshold
     return Math.min(pending !== undefined && !goes ? H - c : P - c + H, Math.ceil((left - space) / S))
   }
-  /** This stream's holding if its current piece had `c` slabs (see the module header). */
-  const holding = (cReal: number): Holding => {
-    // Promised slabs count as empty slabs of the current piece (always the first: see the header).
-    const c = cReal + claim.promised
-    const p = pending?.length ?? 0
-    if (bound - size <= c * S - fill) return { need: undefined, held: 0, rel: flying + p + c }
-    const goes = pending !== undefined && c * S >= threshold
-    const held = c + (goes ? 0 : p)
-    return { need: held === 0 ? undefined : needOf(c), held, rel: flying + (goes ? p : 0) }
-  }
-  // A promised slab changes no holding (it was counted as held): taken without a check.
-  const takeSlab = () => claim.hasPromise ? claim.takePromised() : claim.take(needOf(cur.length), () => holding(cur.length + 1))
-  claim.without = () => holding(cur.length)
-  if (claim.hasPromise) claim.set(holding(cur.length)) // its real need (admission overstated it)
 
-  const send = async (slabs: Buffer[], length: number, whole: boolean) => {
-    // Counted as on its way while it waits for a place: nothing else delays it.
-    flying += slabs.length
-    claim.set(holding(cur.length))
-    while (inFlight.size >= opts.concurrency) await Promise.race(inFlight)
-    if (sendError !== undefined) {
-      flying -= slabs.length
-      claim.give(slabs, holding(cur.length))
-      throw sendError
+  /** This stream's holding if its current piece had `c` slabs (see the module header). */
+  private holding (cReal: number): Holding {
+    // Promised slabs count as empty slabs of the current piece (always the first: see the header).
+    const c = cReal + this.claim.promised
+    const p = this.pending?.length ?? 0
+    if (this.bound - this.size <= c * this.S - this.fill) return { need: undefined, held: 0, rel: this.flying + p + c }
+    const goes = this.pending !== undefined && c * this.S >= this.threshold
+    const held = c + (goes ? 0 : p)
+    return { need: held === 0 ? undefined : this.needOf(c), held, rel: this.flying + (goes ? p : 0) }
+  }
+
+  /** A promised slab changes no holding (it was counted as held): taken without a check. */
+  private takeSlab (): Buffer | Promise<Buffer> {
+    const { claim } = this
+    return claim.hasPromise ? claim.takePromised() : claim.take(this.needOf(this.cur.length), () => this.holding(this.cur.length + 1))
+  }
+
+  /** Copies a chunk of the source into slabs, sending each piece once the next one reaches the threshold. */
+  async append (chunk: Buffer): Promise<void> {
+    const { S, opts, claim } = this
+    claim.idleSince = undefined
+    let offset = 0
+    while (offset < chunk.length) {
+      if (this.sendError !== undefined) throw this.sendError
+      if (this.fill === this.cur.length * S) this.cur.push(await this.takeSlab())
+      const at = this.fill - (this.cur.length - 1) * S
+      const n = Math.min(chunk.length - offset, S - at)
+      chunk.copy(this.cur[this.cur.length - 1]!, at, offset, offset + n)
+      this.fill += n
+      offset += n
+      this.size += n
+      if (opts.maxBytes !== undefined && this.size > opts.maxBytes) throw opts.tooLarge!()
+      if (this.size > this.bound) { this.bound = Infinity; claim.set(this.holding(this.cur.length)) } // not a bound after all
+      if (this.pending !== undefined && this.fill >= this.threshold) {
+        const full = this.pending
+        this.pending = undefined
+        await this.send(full, this.pool.partSize, false)
+      }
+      if (this.fill === this.pool.partSize) {
+        this.pending = this.cur
+        this.cur = []
+        this.fill = 0
+      }
     }
-    const again = () => bodyOf(slabs, length, S)
-    const index = pieces++
+    claim.idleSince = Date.now() // waiting on its source: after PROMISE_STALL_MS its promise goes back
+  }
+
+  /** The end of the source: what is left is the last piece (joined to the pending one when too short). */
+  async end (): Promise<{ size: number, pieces: number }> {
+    const { claim, opts } = this
+    claim.idleSince = undefined
+    this.bound = this.size
+    claim.release() // what it did not take goes back at once
+    const whole = this.pieces === 0 && opts.sendWhole !== undefined
+    const last = this.cur
+    const tail = this.fill
+    this.cur = []
+    this.fill = 0
+    const full = this.pending
+    this.pending = undefined
+    if (full !== undefined && tail > 0) {
+      // tail < threshold here (else the pending piece went out already): one piece of both.
+      await this.send([...full, ...last], this.pool.partSize + tail, false)
+    } else if (full !== undefined) {
+      await this.send(full, this.pool.partSize, whole)
+    } else if (whole) {
+      await this.send(last, tail, true)
+    } else if (tail > 0) {
+      await this.send(last, tail, false)
+    }
+    if (whole) this.pieces = 1
+    await Promise.all(this.inFlight)
+    if (this.sendError !== undefined) throw this.sendError
+    return { size: this.size, pieces: this.pieces }
+  }
+
+  /** Hands a piece to S3 once fewer than `concurrency` are on their way; its slabs come back when it settles. */
+  private async send (slabs: Buffer[], length: number, whole: boolean): Promise<void> {
+    const { claim, opts, inFlight } = this
+    // Counted as on its way while it waits for a place: nothing else delays it.
+    this.flying += slabs.length
+    claim.set(this.holding(this.cur.length))
+    while (inFlight.size >= opts.concurrency) await Promise.race(inFlight)
+    if (this.sendError !== undefined) {
+      this.flying -= slabs.length
+      claim.give(slabs, this.holding(this.cur.length))
+      throw this.sendError
+    }
+    const again = () => bodyOf(slabs, length, this.S)
+    const index = this.pieces++
     const p = (whole ? opts.sendWhole!(again(), length, again) : opts.sendPart(index, again(), length, again))
-      .catch(err => { sendError ??= err })
+      .catch(err => { this.sendError ??= err })
       .finally(() => {
         inFlight.delete(p)
-        flying -= slabs.length
-        claim.give(slabs, holding(cur.length))
+        this.flying -= slabs.length
+        claim.give(slabs, this.holding(this.cur.length))
       })
     inFlight.add(p)
   }
 
-  // A source that fails while this stream waits for a slab ends the wait (its slabs go back now,
-  // not once a slab is granted).
-  const stop = (err: unknown) => { claim.cancel(err) }
-  if (source instanceof Readable) source.once('error', stop)
-  try {
-    for await (const chunk of source) {
-      claim.idleSince = undefined
-      let offset = 0
-      while (offset < chunk.length) {
-        if (sendError !== undefined) throw sendError
-        if (fill === cur.length * S) cur.push(await takeSlab())
-        const at = fill - (cur.length - 1) * S
-        const n = Math.min(chunk.length - offset, S - at)
-        chunk.copy(cur[cur.length - 1]!, at, offset, offset + n)
-        fill += n
-        offset += n
-        size += n
-        if (opts.maxBytes !== undefined && size > opts.maxBytes) throw opts.tooLarge!()
-        if (size > bound) { bound = Infinity; claim.set(holding(cur.length)) } // not a bound after all
-        if (pending !== undefined && fill >= threshold) {
-          const full = pending
-          pending = undefined
-          await send(full, partSize, false)
-        }
-        if (fill === partSize) {
-          pending = cur
-          cur = []
-          fill = 0
-        }
-      }
-      claim.idleSince = Date.now() // waiting on its source: after PROMISE_STALL_MS its promise goes back
-    }
-    // The end: what is left is the last piece (joined to the pending one when too short).
+  /** After the end or a failure: the promise goes back before the pieces in flight settle, then whatever the stream still holds. */
+  async close (): Promise<void> {
+    const { claim } = this
     claim.idleSince = undefined
-    bound = size
-    claim.release() // what it did not take goes back at once
-    const whole = pieces === 0 && opts.sendWhole !== undefined
-    const last = cur
-    const tail = fill
-    cur = []
-    fill = 0
-    if (pending !== undefined && tail > 0) {
-      // tail < threshold here (else the pending piece went out already): one piece of both.
-      const full = pending
-      pending = undefined
-      await send([...full, ...last], partSize + tail, false)
-    } else if (pending !== undefined) {
-      const full = pending
-      pending = undefined
-      await send(full, partSize, whole)
-    } else if (whole) {
-      await send(last, tail, true)
-    } else if (tail > 0) {
-      await send(last, tail, false)
-    }
-    if (whole) pieces = 1
-    await Promise.all(inFlight)
-    if (sendError !== undefined) throw sendError
-    return { size, pieces }
-  } finally {
-    if (source instanceof Readable) source.off('error', stop)
-    claim.idleSince = undefined
-    claim.release() // on a failure, the promise goes back before the pieces in flight settle
-    await Promise.allSettled(inFlight)
-    // Whatever this stream still holds (a failure before its pieces went) goes back.
-    const mine = [...(pending ?? []), ...cur]
-    pending = undefined
-    cur = []
+    claim.release()
+    await Promise.allSettled(this.inFlight)
+    const mine = [...(this.pending ?? []), ...this.cur]
+    this.pending = undefined
+    this.cur = []
     claim.without = undefined
     claim.give(mine, { need: undefined, held: 0, rel: 0 })
   }
