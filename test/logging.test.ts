@@ -50,7 +50,7 @@ async function traffic (t: Test, url: string): Promise<Set<string>> {
   // Single upload, download, resume with If-Range, HEAD, the web page's share link.
   const up = await upload(url, [['file', { data: Buffer.alloc(16 * 1024 * 1024, 'logged? '), filename: 'a.txt' }], ['max_downloads', '5']])
   t.equal(up.status, 200, 'upload')
-  const code = keep(up.body.code as string)
+  const code = keep(up.body.code)
   // A download cut after its first bytes leaves its claim resumable.
   const first = await get(`/download/${code}`)
   statuses.download = first.status
@@ -85,7 +85,7 @@ async function traffic (t: Test, url: string): Promise<Set<string>> {
   t.equal((await post(url, '/upload/verify', [['upload_id', id]])).status, 200, 'verify')
   const done = await post(url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200, 'complete')
-  const chunkedCode = keep(done.body.code as string)
+  const chunkedCode = keep(done.body.code)
   t.equal((await post(url, '/upload/complete', [['upload_id', id]])).body.code, chunkedCode, 'a repeated complete answers the same code')
   await note('chunked download', get(`/download/${chunkedCode}`).then(r => { keep(claimOf(r)); return r }))
   const open = keep(await startSession(url, [['filename', 'open.bin'], ['total_chunks', '3']])) // stays live
@@ -99,10 +99,10 @@ async function traffic (t: Test, url: string): Promise<Set<string>> {
   t.equal((await upload(url, [['file', { data: 'x' }]], 'wrong-key')).status, 401)
   await note('unknown code', get('/download/ZZZZZZ'))
   await note('delete unknown', get('/delete/ZZZZZZ', { method: 'DELETE' }))
-  const doomed = keep((await upload(url, [['file', { data: 'delete me' }]])).body.code as string)
+  const doomed = keep((await upload(url, [['file', { data: 'delete me' }]])).body.code)
   await note('delete', get(`/delete/${doomed}`, { method: 'DELETE' }))
   await note('download deleted', get(`/download/${doomed}`))
-  const once = keep((await upload(url, [['file', { data: 'once' }]])).body.code as string)
+  const once = keep((await upload(url, [['file', { data: 'once' }]])).body.code)
   const onceClaim = keep(claimOf(await note('one-time download', get(`/download/${once}`))))
   await note('exhausted', get(`/download/${once}`))
   await note('resume of a finished claim', get(`/download/${once}`, { headers: { range: 'bytes=1-', 'if-range': `"c-${onceClaim}"` } }))
@@ -139,7 +139,7 @@ async function fullRun (t: Test, pair: DriverPair, backends: Backends) {
     // them) are logged at error level with the request.
     const admin = new Redis(redis.url)
     t.teardown(() => admin.disconnect())
-    const live = (await upload(server.url, [['file', { data: 'full' }], ['max_downloads', '3']])).body.code as string
+    const live = (await upload(server.url, [['file', { data: 'full' }], ['max_downloads', '3']])).body.code
     secrets.add(live)
     await admin.config('SET', 'maxmemory-policy', 'noeviction')
     await admin.config('SET', 'maxmemory', '1')

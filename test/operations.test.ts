@@ -63,8 +63,8 @@ t.test('readyz answers 503 as soon as draining starts; other routes keep serving
 t.test('metrics count uploads, downloads by outcome, refusals by reason, sessions and sweeps', async t => {
   const { url, metricsUrl, app } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: bytes(1000) }]])
-  await (await fetch(`${url}/download/${up.body.code as string}`)).arrayBuffer()
-  await fetch(`${url}/download/${up.body.code as string}`) // exhausted
+  await (await fetch(`${url}/download/${up.body.code}`)).arrayBuffer()
+  await fetch(`${url}/download/${up.body.code}`) // exhausted
   await fetch(`${url}/download/ZZZZZZ`) // unknown
   await fetch(`${url}/download/bad`, { method: 'HEAD' }) // malformed: unknown
   const id = await startSession(url, [['filename', 'c'], ['total_chunks', '1']])
@@ -90,7 +90,7 @@ t.test('an aborted download is counted once, as aborted, and is used up', async 
   const { url, metricsUrl } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: bytes(8 * 1024 * 1024) }]])
   const controller = new AbortController()
-  const res = await fetch(`${url}/download/${up.body.code as string}`, { signal: controller.signal })
+  const res = await fetch(`${url}/download/${up.body.code}`, { signal: controller.signal })
   const reader = res.body!.getReader()
   await reader.read()
   controller.abort()
@@ -100,7 +100,7 @@ t.test('an aborted download is counted once, as aborted, and is used up', async 
   })
   t.equal(await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="aborted"}'), 1)
   t.equal(await metricValue(metricsUrl, 'dropcode_downloads_total', '{outcome="served"}'), 0)
-  t.equal((await fetch(`${url}/download/${up.body.code as string}`)).status, 404, 'a claimed download counts even when cut')
+  t.equal((await fetch(`${url}/download/${up.body.code}`)).status, 404, 'a claimed download counts even when cut')
 })
 
 t.test('backend errors are counted', async t => {
@@ -115,7 +115,7 @@ t.test('one log line per request: route, status, bytes, duration; no key, no ful
   const { lines, logger } = capturedLogger()
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}), { loggerInstance: logger })
   const up = await upload(url, [['file', { data: 'abc' }]])
-  const code = up.body.code as string
+  const code = up.body.code
   await (await fetch(`${url}/download/${code}`)).text()
   // The line is written after the response is sent.
   await eventually(async () => { if (lines.filter(l => l.msg === 'request').length < 2) throw new Error('not logged yet') }).catch(() => {})
@@ -178,7 +178,7 @@ t.test('OpenAPI: every route, its statuses and error body are documented', async
 t.test('regression: close() ends a connection whose response finishes after closing began', async t => {
   const { app, url } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: bytes(8 * 1024 * 1024) }], ['max_downloads', '2']])
-  const res = await fetch(`${url}/download/${up.body.code as string}`)
+  const res = await fetch(`${url}/download/${up.body.code}`)
   const reader = res.body!.getReader()
   await reader.read()
   const started = Date.now()

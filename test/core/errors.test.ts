@@ -1,8 +1,8 @@
 import fs from 'node:fs'
 import t from 'tap'
-import { DropcodeError, ERROR_CATALOGUE } from '../src/core/errors.js'
+import { DropcodeError, ERROR_CATALOGUE } from '../../src/core/errors.js'
 
-const readme = fs.readFileSync(new URL('../README.md', import.meta.url), 'utf8')
+const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
 
 t.test('every error code is unique, prefixed, and documented in the README with its status', async t => {
   const codes = Object.keys(ERROR_CATALOGUE)
@@ -21,6 +21,6 @@ t.test('errors carry their catalogue status and message', async t => {
 })
 
 t.test('every configuration variable is documented in the README', async t => {
-  const { EnvSchema } = await import('../src/config.js')
+  const { EnvSchema } = await import('../../src/config.js')
   for (const name of Object.keys(EnvSchema.properties)) t.match(readme, `\`${name}\``, name)
 })

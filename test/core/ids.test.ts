@@ -1,5 +1,5 @@
 import t from 'tap'
-import { CODE_ALPHABET, isBlobKey, isCode, newBlobKey, newClaimId, newCode } from '../src/core/ids.js'
+import { CODE_ALPHABET, isBlobKey, isCode, newBlobKey, newClaimId, newCode } from '../../src/core/ids.js'
 
 t.test('codes: 6 symbols from the 62-symbol alphabet', async t => {
   t.equal(CODE_ALPHABET.length, 62)

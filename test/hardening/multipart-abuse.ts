@@ -1,5 +1,7 @@
 /**
- * Hostile multipart bodies against every upload endpoint (fs+local drivers, real sockets).
+ * Hostile multipart bodies against every upload endpoint (real sockets), on each driver pair:
+ * multipart-abuse-fs.test.ts and multipart-abuse-s3.test.ts (on S3, "nothing left" includes
+ * no unfinished multipart upload: storageState lists them).
  *
  * What this pins, and why: the upload endpoints parse attacker-controlled multipart bodies
  * before anything else, so each malformed, oversized or tricky body must
@@ -14,10 +16,10 @@
  * the code is asserted; where two codes of its table both describe a case, either is accepted
  * and the comment says why.
  */
-import t, { type Test } from 'tap'
+import type { Test } from 'tap'
 import { API_KEY, type RunningApp } from '../helpers/app.js'
 import { post, sendChunk, startSession } from '../helpers/chunks.js'
-import { assertState, BOUNDARY, connect, json, Multipart, readUntilClosed, requestHead, send, startEmbedded, storageState, type RawResponse, type StorageState } from './raw.js'
+import { assertState, BOUNDARY, connect, json, Multipart, readUntilClosed, requestHead, send, storageState, type RawResponse, type StorageState } from './raw.js'
 
 type Fields = Array<[string, string]>
 
@@ -320,151 +322,160 @@ async function assertServing (t: Test, running: RunningApp, what: string) {
 }
 
 /** Starts an app and sets up `ep`; returns the state any request must leave unchanged. */
-async function prepare (t: Test, ep: Endpoint) {
-  const running = await startEmbedded(t)
+/** Starts the app under test, on a fresh namespace of its driver pair. */
+export type StartApp = (t: Test) => Promise<RunningApp>
+
+async function prepare (t: Test, ep: Endpoint, start: StartApp) {
+  const running = await start(t)
   const { fields, sessionId } = await ep.setup(running)
   const baseline: StorageState = await storageState(running)
   return { running, fields, sessionId, baseline }
 }
 
-for (const ep of ENDPOINTS) {
-  t.test(ep.path, async t => {
-    t.test('control: the well-formed request succeeds', async t => {
-      const { running, fields } = await prepare(t, ep)
-      const res = await postBody(running, ep, wellFormed(ep, fields).body(), new Multipart().contentType)
-      t.equal(res.status, 200, JSON.stringify(json(res)))
-    })
-
-    for (const c of CASES) {
-      if (c.applies !== undefined && !c.applies(ep)) continue
-      t.test(c.name, async t => {
-        const { running, fields, sessionId, baseline } = await prepare(t, ep)
-        const { body, contentType } = c.build(ep, fields)
-        const started = Date.now()
-        const res = await postBody(running, ep, body, contentType)
-        t.comment(`${res.status} ${res.body.toString().slice(0, 160)} (${Date.now() - started} ms)`)
-        assertError(t, res, 400, c.codes(ep), c.name)
-        await assertState(t, running, c.name, baseline)
-        await assertSessionUntouched(t, running, ep, sessionId, c.name)
-        assertNoPollution(t, c.name)
-        await assertServing(t, running, c.name)
+export function multipartAbuseSuite (t: Test, start: StartApp) {
+  for (const ep of ENDPOINTS) {
+    t.test(ep.path, async t => {
+      t.test('control: the well-formed request succeeds', async t => {
+        const { running, fields } = await prepare(t, ep, start)
+        const res = await postBody(running, ep, wellFormed(ep, fields).body(), new Multipart().contentType)
+        t.equal(res.status, 200, JSON.stringify(json(res)))
       })
-    }
 
-    t.test('prototype-named text fields are refused (README), store nothing, and pollute nothing', async t => {
-      const { running, fields, sessionId, baseline } = await prepare(t, ep)
-      for (const name of ['__proto__', 'constructor']) {
-        const form = wellFormedFieldsOnly(fields)
-        form.field(name, 'yes')
-        if (ep.fileField !== null) form.file(ep.fileField, FILE_DATA)
-        const res = await postBody(running, ep, form.body(), form.contentType)
-        assertError(t, res, 400, ['DROPCODE_INVALID_FIELD'], `field ${name}`)
+      for (const c of CASES) {
+        if (c.applies !== undefined && !c.applies(ep)) continue
+        t.test(c.name, async t => {
+          const { running, fields, sessionId, baseline } = await prepare(t, ep, start)
+          const { body, contentType } = c.build(ep, fields)
+          const started = Date.now()
+          const res = await postBody(running, ep, body, contentType)
+          t.comment(`${res.status} ${res.body.toString().slice(0, 160)} (${Date.now() - started} ms)`)
+          assertError(t, res, 400, c.codes(ep), c.name)
+          await assertState(t, running, c.name, baseline)
+          await assertSessionUntouched(t, running, ep, sessionId, c.name)
+          assertNoPollution(t, c.name)
+          await assertServing(t, running, c.name)
+        })
       }
-      await assertState(t, running, 'prototype-named fields', baseline)
-      await assertSessionUntouched(t, running, ep, sessionId, 'prototype-named fields')
-      const harmless = wellFormedFieldsOnly(fields)
-      // Not properties of Object.prototype: just unknown fields, ignored.
-      for (const name of ['prototype', '__proto__[polluted]', 'constructor[prototype][polluted]']) harmless.field(name, 'yes')
-      if (ep.fileField !== null) harmless.file(ep.fileField, FILE_DATA)
-      t.equal((await postBody(running, ep, harmless.body(), harmless.contentType)).status, 200, 'look-alike names are ordinary unknown fields')
-      assertNoPollution(t, 'prototype-named fields')
-      await assertServing(t, running, 'prototype-named fields')
-    })
 
-    t.test('prototype-named text fields in a request without its required part: 400, nothing stored', async t => {
-      const { running, fields, sessionId, baseline } = await prepare(t, ep)
-      const form = new Multipart()
-      // Everything but the required part: /upload loses its file, the others their first field.
-      for (const [name, value] of ep.fileField === null ? fields.slice(1) : fields) form.field(name, value)
-      for (const name of ['__proto__', 'constructor', 'prototype']) form.field(name, 'yes')
-      const res = await postBody(running, ep, form.body(), form.contentType)
-      t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
-      assertError(t, res, 400, ['DROPCODE_INVALID_FIELD'], 'prototype-named fields')
-      await assertState(t, running, 'prototype-named fields', baseline)
-      await assertSessionUntouched(t, running, ep, sessionId, 'prototype-named fields')
-      assertNoPollution(t, 'prototype-named fields')
-    })
-
-    t.test('a part with 100 headers after its disposition is read normally', async t => {
-      const { running, fields } = await prepare(t, ep)
-      const junk = Array.from({ length: 100 }, (_, i) => `x-junk-${i}: ${i}`)
-      const form = new Multipart()
-      for (const [name, value] of fields) form.field(name, value, { after: junk })
-      if (ep.fileField !== null) form.file(ep.fileField, FILE_DATA, { after: junk })
-      const res = await postBody(running, ep, form.body(), form.contentType)
-      t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
-      t.equal(res.status, 200, 'extra part headers beyond the limit are dropped, not fatal')
-    })
-
-    t.test('a body that stops mid-way with the connection left open holds nothing once the client goes', async t => {
-      const { running, fields, sessionId, baseline } = await prepare(t, ep)
-      // Fields-only endpoints stop in a field value; file endpoints in the file data.
-      const form = wellFormedFieldsOnly(fields)
-      let partial: Buffer
-      if (ep.fileField !== null) {
-        form.raw(`--${BOUNDARY}\r\ncontent-disposition: form-data; name="${ep.fileField}"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`)
-        partial = Buffer.concat([form.open(), Buffer.alloc(256 * 1024, 1)])
-      } else {
-        partial = Buffer.concat([form.open(), Buffer.from(`--${BOUNDARY}\r\ncontent-disposition: form-data; name="note"\r\n\r\nhalf`)])
-      }
-      const socket = await connect(running.url)
-      let answered = ''
-      socket.on('data', (c: Buffer) => { answered += c.toString('latin1') })
-      socket.write(requestHead(ep.path, { ...headers(form.contentType), 'content-length': String(partial.length + 10 * MiB) }))
-      socket.write(partial)
-      // Let the server start storing what it got.
-      await new Promise(resolve => setTimeout(resolve, 300))
-      t.equal(answered, '', 'no answer while the body is still coming')
-      socket.destroy()
-      await assertState(t, running, 'after the client went away', baseline, 5000)
-      await assertSessionUntouched(t, running, ep, sessionId, 'after the client went away')
-      if (ep.path === '/upload/chunk') {
-        // The cut attempt releases its lock as it unwinds; meanwhile a retry may get the
-        // documented transient 409, never a lock held for its whole lease.
-        let retry = await sendChunk(running.url, sessionId!, 0, Buffer.from('retry'))
-        const until = Date.now() + 3000
-        while (retry.status === 409 && Date.now() < until) {
-          await new Promise(resolve => setTimeout(resolve, 100))
-          retry = await sendChunk(running.url, sessionId!, 0, Buffer.from('retry'))
+      t.test('prototype-named text fields are refused (README), store nothing, and pollute nothing', async t => {
+        const { running, fields, sessionId, baseline } = await prepare(t, ep, start)
+        for (const name of ['__proto__', 'constructor']) {
+          const form = wellFormedFieldsOnly(fields)
+          form.field(name, 'yes')
+          if (ep.fileField !== null) form.file(ep.fileField, FILE_DATA)
+          const res = await postBody(running, ep, form.body(), form.contentType)
+          assertError(t, res, 400, ['DROPCODE_INVALID_FIELD'], `field ${name}`)
         }
-        t.equal(retry.status, 200, 'the index is not left locked: a retry is accepted')
-      }
-      await assertServing(t, running, 'after the client went away')
-    })
+        await assertState(t, running, 'prototype-named fields', baseline)
+        await assertSessionUntouched(t, running, ep, sessionId, 'prototype-named fields')
+        const harmless = wellFormedFieldsOnly(fields)
+        // Not properties of Object.prototype: just unknown fields, ignored.
+        for (const name of ['prototype', '__proto__[polluted]', 'constructor[prototype][polluted]']) harmless.field(name, 'yes')
+        if (ep.fileField !== null) harmless.file(ep.fileField, FILE_DATA)
+        t.equal((await postBody(running, ep, harmless.body(), harmless.contentType)).status, 200, 'look-alike names are ordinary unknown fields')
+        assertNoPollution(t, 'prototype-named fields')
+        await assertServing(t, running, 'prototype-named fields')
+      })
 
-    t.test('a body that stops mid-way, then the client half-closes: answered or closed, nothing held', async t => {
-      const { running, fields, sessionId, baseline } = await prepare(t, ep)
-      const partial = wellFormed(ep, fields).open().subarray(0, -20)
-      const socket = await connect(running.url)
-      socket.write(requestHead(ep.path, { ...headers(new Multipart().contentType), 'content-length': String(partial.length + MiB) }))
-      socket.end(partial)
-      const answer = await readUntilClosed(socket)
-      t.comment(JSON.stringify(answer.slice(0, 200)))
-      const status = /^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]
-      t.ok(status === undefined || /^4/.test(status), `no answer or a 4xx (got ${String(status)})`)
-      if (status !== undefined) {
-        const start = answer.indexOf('\r\n\r\n') + 4
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(answer)?.[1] ?? answer.length)
-        const body = JSON.parse(answer.slice(start, start + length)) as Record<string, unknown>
+      t.test('prototype-named text fields in a request without its required part: 400, nothing stored', async t => {
+        const { running, fields, sessionId, baseline } = await prepare(t, ep, start)
+        const form = new Multipart()
+        // Everything but the required part: /upload loses its file, the others their first field.
+        for (const [name, value] of ep.fileField === null ? fields.slice(1) : fields) form.field(name, value)
+        for (const name of ['__proto__', 'constructor', 'prototype']) form.field(name, 'yes')
+        const res = await postBody(running, ep, form.body(), form.contentType)
+        t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
+        assertError(t, res, 400, ['DROPCODE_INVALID_FIELD'], 'prototype-named fields')
+        await assertState(t, running, 'prototype-named fields', baseline)
+        await assertSessionUntouched(t, running, ep, sessionId, 'prototype-named fields')
+        assertNoPollution(t, 'prototype-named fields')
+      })
+
+      t.test('a part with 100 headers after its disposition is read normally', async t => {
+        const { running, fields } = await prepare(t, ep, start)
+        const junk = Array.from({ length: 100 }, (_, i) => `x-junk-${i}: ${i}`)
+        const form = new Multipart()
+        for (const [name, value] of fields) form.field(name, value, { after: junk })
+        if (ep.fileField !== null) form.file(ep.fileField, FILE_DATA, { after: junk })
+        const res = await postBody(running, ep, form.body(), form.contentType)
+        t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
+        t.equal(res.status, 200, 'extra part headers beyond the limit are dropped, not fatal')
+      })
+
+      t.test('a body that stops mid-way with the connection left open holds nothing once the client goes', async t => {
+        const { running, fields, sessionId, baseline } = await prepare(t, ep, start)
+        // Fields-only endpoints stop in a field value; file endpoints in the file data.
+        const form = wellFormedFieldsOnly(fields)
+        let partial: Buffer
+        if (ep.fileField !== null) {
+          form.raw(`--${BOUNDARY}\r\ncontent-disposition: form-data; name="${ep.fileField}"; filename="big.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`)
+          partial = Buffer.concat([form.open(), Buffer.alloc(256 * 1024, 1)])
+        } else {
+          partial = Buffer.concat([form.open(), Buffer.from(`--${BOUNDARY}\r\ncontent-disposition: form-data; name="note"\r\n\r\nhalf`)])
+        }
+        const socket = await connect(running.url)
+        let answered = ''
+        socket.on('data', (c: Buffer) => { answered += c.toString('latin1') })
+        socket.write(requestHead(ep.path, { ...headers(form.contentType), 'content-length': String(partial.length + 10 * MiB) }))
+        socket.write(partial)
+        // Let the server start storing what it got.
+        await new Promise(resolve => setTimeout(resolve, 300))
+        t.equal(answered, '', 'no answer while the body is still coming')
+        socket.destroy()
+        await assertState(t, running, 'after the client went away', baseline, 5000)
+        await assertSessionUntouched(t, running, ep, sessionId, 'after the client went away')
+        if (ep.path === '/upload/chunk') {
+          // The cut attempt releases its lock as it unwinds; meanwhile a retry may get the
+          // documented transient 409, never a lock held for its whole lease. The retry is as
+          // large as S3's smallest part: the cut attempt's declared length (over 10 MiB) already
+          // chose multipart parts for this session on S3, where a first chunk of 5 bytes would
+          // be refused as DROPCODE_CHUNK_TOO_SMALL.
+          const again = Buffer.alloc(5 * MiB, 7)
+          let retry = await sendChunk(running.url, sessionId!, 0, again)
+          const until = Date.now() + 3000
+          while (retry.status === 409 && Date.now() < until) {
+            await new Promise(resolve => setTimeout(resolve, 100))
+            retry = await sendChunk(running.url, sessionId!, 0, again)
+          }
+          t.equal(retry.status, 200, `the index is not left locked: a retry is accepted (${JSON.stringify(retry.body)})`)
+        }
+        await assertServing(t, running, 'after the client went away')
+      })
+
+      t.test('a body that stops mid-way, then the client half-closes: answered or closed, nothing held', async t => {
+        const { running, fields, sessionId, baseline } = await prepare(t, ep, start)
+        const partial = wellFormed(ep, fields).open().subarray(0, -20)
+        const socket = await connect(running.url)
+        socket.write(requestHead(ep.path, { ...headers(new Multipart().contentType), 'content-length': String(partial.length + MiB) }))
+        socket.end(partial)
+        const answer = await readUntilClosed(socket)
+        t.comment(JSON.stringify(answer.slice(0, 200)))
+        const status = /^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]
+        t.ok(status === undefined || /^4/.test(status), `no answer or a 4xx (got ${String(status)})`)
+        if (status !== undefined) {
+          const start = answer.indexOf('\r\n\r\n') + 4
+          const length = Number(/\r\ncontent-length: *(\d+)/i.exec(answer)?.[1] ?? answer.length)
+          const body = JSON.parse(answer.slice(start, start + length)) as Record<string, unknown>
+          t.type(body.error, 'string', 'error is a string')
+          t.type(body.code, 'string', 'README: "Every JSON error has the body {"error", "code"}"')
+        }
+        await assertState(t, running, 'after the half-close', baseline, 5000)
+        await assertSessionUntouched(t, running, ep, sessionId, 'after the half-close')
+        await assertServing(t, running, 'after the half-close')
+      })
+
+      t.test('request headers over 100 KiB: 431 with the JSON error body, and the server keeps serving', async t => {
+        const { running, fields, baseline } = await prepare(t, ep, start)
+        const form = wellFormed(ep, fields)
+        const res = await send(running.url, { path: ep.path, headers: { ...headers(form.contentType), 'x-padding': 'p'.repeat(100 * 1024) }, body: form.body() })
+        t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
+        t.equal(res.status, 431)
+        const body = json(res)
         t.type(body.error, 'string', 'error is a string')
         t.type(body.code, 'string', 'README: "Every JSON error has the body {"error", "code"}"')
-      }
-      await assertState(t, running, 'after the half-close', baseline, 5000)
-      await assertSessionUntouched(t, running, ep, sessionId, 'after the half-close')
-      await assertServing(t, running, 'after the half-close')
+        await assertState(t, running, 'after 431', baseline)
+        await assertServing(t, running, 'after 431')
+      })
     })
-
-    t.test('request headers over 100 KiB: 431 with the JSON error body, and the server keeps serving', async t => {
-      const { running, fields, baseline } = await prepare(t, ep)
-      const form = wellFormed(ep, fields)
-      const res = await send(running.url, { path: ep.path, headers: { ...headers(form.contentType), 'x-padding': 'p'.repeat(100 * 1024) }, body: form.body() })
-      t.comment(`${res.status} ${res.body.toString().slice(0, 160)}`)
-      t.equal(res.status, 431)
-      const body = json(res)
-      t.type(body.error, 'string', 'error is a string')
-      t.type(body.code, 'string', 'README: "Every JSON error has the body {"error", "code"}"')
-      await assertState(t, running, 'after 431', baseline)
-      await assertServing(t, running, 'after 431')
-    })
-  })
+  }
 }

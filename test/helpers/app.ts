@@ -35,10 +35,10 @@ export function testEnv (t: Test, pair: DriverPair, backends: Backends, extra: R
     LOG_LEVEL: 'silent',
     SWEEP_INTERVAL_SECONDS: '0',
     // In-process tests share the server's event loop with their own data generation; load
-    // shedding would answer 503 to the test's lag (test/http/overload.test.ts turns it on).
+    // shedding would answer 503 to the test's lag (test/plugins/overload.test.ts turns it on).
     SHED_EVENT_LOOP_DELAY_MS: '0',
     // Every test client is 127.0.0.1, and many tests look up missing codes on purpose: the
-    // guessing limit (on by default) would answer them 429. test/rate-limit.test.ts tests it.
+    // guessing limit (on by default) would answer them 429. test/plugins/rate-limit.test.ts tests it.
     RATE_LIMIT_FAILED_LOOKUPS: '0'
   }
   if (pair === 's3+redis') {
@@ -86,9 +86,15 @@ export function form (entries: Array<[string, string | { data: Uint8Array | stri
   return fd
 }
 
+/**
+ * A JSON answer of the service as the tests read it: `code` is a success's download code or a
+ * refusal's error code (api/answers.ts has each answer's exact shape), the rest as sent.
+ */
+export type Answer = { code: string, error?: string, size?: number, sha256?: string, upload_id?: string } & Record<string, unknown>
+
 export async function upload (url: string, entries: Parameters<typeof form>[0], key = API_KEY) {
   const res = await fetch(`${url}/upload`, { method: 'POST', headers: { 'x-client-key': key }, body: form(entries) })
-  return { status: res.status, headers: res.headers, body: await res.json() as Record<string, unknown> }
+  return { status: res.status, headers: res.headers, body: await res.json() as Answer }
 }
 
 /** The codes of `codes` that `url` does not find (HEAD /download/{code} is not 200; nothing is counted). */
@@ -114,7 +120,7 @@ export function uploadTraffic (url: string, { key = API_KEY, clients = 8 }: { ke
       try {
         up = await upload(url, [['file', { data: `client ${c} file ${i}`, filename: 'f.bin' }]], key)
       } catch { return } // the connection died with the server
-      if (up.status === 200) codes.push(up.body.code as string)
+      if (up.status === 200) codes.push(up.body.code)
     }
   }))
   return { codes, stop: async () => { stopped.abort(); await running } }

@@ -1,4 +1,4 @@
-import { API_KEY, rawMultipart } from './app.js'
+import { API_KEY, rawMultipart, type Answer } from './app.js'
 
 type Fields = Array<[string, string]>
 
@@ -8,13 +8,13 @@ export async function post (url: string, path: string, fields: Fields, chunk?: U
   if (chunk !== undefined) parts.push({ name: 'chunk', filename: 'blob', data: chunk })
   const { body, contentType } = rawMultipart(parts)
   const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'x-client-key': key, 'content-type': contentType }, body })
-  return { status: res.status, headers: res.headers, body: await res.json() as Record<string, unknown> }
+  return { status: res.status, headers: res.headers, body: await res.json() as Answer }
 }
 
 export async function startSession (url: string, fields: Fields) {
   const res = await post(url, '/upload/start', fields)
   if (res.status !== 200) throw new Error(`start failed: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body.upload_id as string
+  return res.body.upload_id!
 }
 
 export const sendChunk = (url: string, id: string, index: number, data: Uint8Array) =>

@@ -39,9 +39,9 @@ export interface StartOptions {
 /**
  * Starts the real entry point. Load shedding on event-loop delay is off unless `env` turns it
  * on: on a loaded CI machine a freshly started process can lag past the default second, and its
- * first answers would be 503 DROPCODE_BUSY (test/http/overload.test.ts tests shedding itself).
+ * first answers would be 503 DROPCODE_BUSY (test/plugins/overload.test.ts tests shedding itself).
  * So is the guessing limit: every test client is 127.0.0.1, and tests look up missing codes on
- * purpose (test/rate-limit.test.ts tests the limit).
+ * purpose (test/plugins/rate-limit.test.ts tests the limit).
  * Both listeners take free ports (PORT=0, METRICS_PORT=0), so any number of servers run at once.
  */
 export async function startServer (t: Test, env: Record<string, string>, options: StartOptions = {}): Promise<ServerProcess> {

@@ -59,7 +59,7 @@ t.test('a download cut by its client (curl killed) logs one line: end client, th
   const server = await startServer(t, testEnv(t, 'fs+local', {}, { LOG_LEVEL: 'info', MAX_CONCURRENT_DOWNLOADS: '1' }))
   const up = await upload(server.url, [['file', { data: Buffer.alloc(FILE_BYTES, 'download '), filename: 'big.bin' }], ['max_downloads', '5']])
   t.equal(up.status, 200)
-  const code = up.body.code as string
+  const code = up.body.code
 
   const curl = curlKilledAfter(1500, ['--limit-rate', '256k', `${server.url}/download/${code}`])
   // While it holds the only download slot, another download is shed: 503 DROPCODE_BUSY, a
@@ -105,7 +105,7 @@ t.test('transfers cut by the minimum-rate guard log end server, at warn', async 
   const file = bigFile(t, 8 * MiB)
   // Both read or send far under 256 KiB a second: cut within a few seconds. (The reader learns
   // of it only when it has read what its buffers hold: the server's side is what counts.)
-  curlRunning(t, ['--limit-rate', '32k', `${server.url}/download/${up.body.code as string}`])
+  curlRunning(t, ['--limit-rate', '32k', `${server.url}/download/${up.body.code}`])
   curlRunning(t, ['--limit-rate', '32k', '-H', `x-client-key: ${API_KEY}`, '-F', `file=@${file}`, `${server.url}/upload`])
   const [download] = await linesOf(server, '/download/:code')
   t.match(download, { end: 'server', status: 200, level: 40, ip: '127.0.0.1' })

@@ -50,7 +50,7 @@ t.test('upload slots: a key takes one only while it holds fewer than are free; b
 t.test('download slots are shared per client address: readers that stop reading lock out neither other addresses nor HEAD', async t => {
   // TRUST_PROXY names the test client, so X-Forwarded-For gives each request its address.
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}, { MAX_CONCURRENT_DOWNLOADS: '3', TRUST_PROXY: '127.0.0.1' }))
-  const code = (await upload(url, [['file', { data: Buffer.alloc(32 * 1024 * 1024, 7) }], ['max_downloads', '5']])).body.code as string
+  const code = (await upload(url, [['file', { data: Buffer.alloc(32 * 1024 * 1024, 7) }], ['max_downloads', '5']])).body.code
   const from = (ip: string) => ({ 'x-forwarded-for': ip })
   const hold = async (ip: string) => await new Promise<http.IncomingMessage>(resolve => http.get(`${url}/download/${code}`, { headers: from(ip) }, resolve)) // not read: holds its slot
   const holding = [await hold('203.0.113.7'), await hold('203.0.113.7')]

@@ -4,13 +4,13 @@
  */
 import assert from 'node:assert/strict'
 import t from 'tap'
-import { loadConfig } from '../src/config.js'
-import { API_KEY, eventually, startApp, testConfig, testEnv, upload } from './helpers/app.js'
-import { startRedisCluster, type TestRedisCluster } from './helpers/redis-cluster.js'
-import { startRedis } from './helpers/redis-server.js'
-import { pipelined } from './helpers/pipeline.js'
-import { startS3 } from './helpers/s3.js'
-import { startServer } from './helpers/server-process.js'
+import { loadConfig } from '../../src/config.js'
+import { API_KEY, eventually, startApp, testConfig, testEnv, upload } from '../helpers/app.js'
+import { startRedisCluster, type TestRedisCluster } from '../helpers/redis-cluster.js'
+import { startRedis } from '../helpers/redis-server.js'
+import { pipelined } from '../helpers/pipeline.js'
+import { startS3 } from '../helpers/s3.js'
+import { startServer } from '../helpers/server-process.js'
 
 const [redis, s3] = await Promise.all([startRedis(), startS3()])
 t.teardown(async () => { await redis.stop(); await s3.stop() })
@@ -44,7 +44,7 @@ const backendsOf = { 'fs+local': {}, 's3+redis': { redis, s3 } } as const
 for (const pair of ['fs+local', 's3+redis'] as const) {
   t.test(`${pair}: 2,000 HEADs pipelined on one connection get the limit's misses; a real code in the burst is not found (guessing_limit_pipelined)`, async t => {
     const { url } = await startApp(t, testConfig(t, pair, backendsOf[pair], limited))
-    const real = (await upload(url, [['file', { data: 'secret' }]])).body.code as string
+    const real = (await upload(url, [['file', { data: 'secret' }]])).body.code
     const codes = burst(2000, real, 1000)
     const statuses = await pipelined(url, 'HEAD', codes.map(c => `/download/${c}`))
     t.equal(statuses.length, 2000)
@@ -55,7 +55,7 @@ for (const pair of ['fs+local', 's3+redis'] as const) {
 
   t.test(`${pair}: 500 parallel DELETEs get the limit's misses; a real code in the burst is not deleted (guessing_limit_parallel)`, async t => {
     const { app, url } = await startApp(t, testConfig(t, pair, backendsOf[pair], limited))
-    const real = (await upload(url, [['file', { data: 'secret' }]])).body.code as string
+    const real = (await upload(url, [['file', { data: 'secret' }]])).body.code
     const codes = burst(500, real, 250)
     // One connection each (fetch's pool opens as many as there are requests in flight).
     const statuses = await Promise.all(codes.map(async c => (await fetch(`${url}/delete/${c}`, { method: 'DELETE' })).status))
@@ -72,7 +72,7 @@ for (const setup of ['Redis', 'Redis Cluster'] as const) {
     const env = testEnv(t, 's3+redis', backends, limited)
     const a = await startApp(t, loadConfig(env))
     const b = await startApp(t, loadConfig(env))
-    const real = (await upload(a.url, [['file', { data: 'secret' }]])).body.code as string
+    const real = (await upload(a.url, [['file', { data: 'secret' }]])).body.code
     const codes = burst(1000, real, 500)
     const [viaA, viaB, parallel] = await Promise.all([
       pipelined(a.url, 'HEAD', codes.map(c => `/download/${c}`)),
@@ -89,18 +89,18 @@ for (const setup of ['Redis', 'Redis Cluster'] as const) {
 t.test('failed lookups: over the limit, 429 with Retry-After, for download, HEAD and delete', async t => {
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}, { RATE_LIMIT_FAILED_LOOKUPS: '3', RATE_LIMIT_WINDOW_SECONDS: '2' }))
   const good = await upload(url, [['file', { data: 'x' }]])
-  t.equal((await fetch(`${url}/download/${good.body.code as string}`, { method: 'HEAD' })).status, 200, 'successes do not count')
+  t.equal((await fetch(`${url}/download/${good.body.code}`, { method: 'HEAD' })).status, 200, 'successes do not count')
   for (const code of ['AAAAAA', 'bad', 'BBBBBB']) t.equal((await fetch(`${url}/download/${code}`)).status, 404)
   const blocked = await fetch(`${url}/download/CCCCCC`)
   t.equal(blocked.status, 429)
   t.match(blocked.headers.get('content-type'), /^text\/html/)
   t.match(blocked.headers.get('retry-after'), /^[12]$/)
-  t.equal((await fetch(`${url}/download/${good.body.code as string}`, { method: 'HEAD' })).status, 429, 'even a valid code: the address is blocked, not the code')
+  t.equal((await fetch(`${url}/download/${good.body.code}`, { method: 'HEAD' })).status, 429, 'even a valid code: the address is blocked, not the code')
   const del = await fetch(`${url}/delete/DDDDDD`, { method: 'DELETE' })
   t.equal(del.status, 429)
   t.match(await del.json(), { code: 'DROPCODE_RATE_LIMITED', retry_after: Number })
   await new Promise(resolve => setTimeout(resolve, 2100))
-  t.equal((await fetch(`${url}/download/${good.body.code as string}`)).status, 200, 'a new window')
+  t.equal((await fetch(`${url}/download/${good.body.code}`)).status, 200, 'a new window')
 })
 
 t.test('client addresses come from TRUST_PROXY only: X-Forwarded-For cannot dodge the limit', async t => {
@@ -151,7 +151,7 @@ t.test('limits hold across instances sharing Redis', async t => {
 })
 
 t.test('IPv6 clients are counted per /64; IPv4-mapped addresses as IPv4', async t => {
-  const { limitSubject } = await import('../src/plugins/rate-limit.js')
+  const { limitSubject } = await import('../../src/plugins/rate-limit.js')
   t.equal(limitSubject('203.0.113.9'), '203.0.113.9')
   t.equal(limitSubject('::ffff:203.0.113.9'), '203.0.113.9')
   t.equal(limitSubject('0:0:0:0:0:ffff:203.0.113.9'), '203.0.113.9', 'an IPv4-mapped address in its long spelling is IPv4 (rate_limit_mapped_ipv4_one_subnet)')
@@ -163,7 +163,7 @@ t.test('IPv6 clients are counted per /64; IPv4-mapped addresses as IPv4', async 
 })
 
 t.test('an IPv4 address is its own subject in every spelling, whether or not it is parsed', async t => {
-  const { limitSubject } = await import('../src/plugins/rate-limit.js')
+  const { limitSubject } = await import('../../src/plugins/rate-limit.js')
   const ipaddr = (await import('ipaddr.js')).default
   const octets = [0, 1, 9, 10, 99, 100, 199, 200, 249, 250, 255]
   const ips = octets.flatMap(a => [0, 255].map(b => `${a}.${b}.${octets[(a + b) % octets.length]}.${a}`))

@@ -50,7 +50,7 @@ t.test('every answer carries Dropcode-Version: routes, errors, router errors, st
   const { url, metricsUrl } = await startApp(t, testConfig(t, 'fs+local', {}))
   const asset = fs.readdirSync(`${WEB_ROOT}assets`).find(f => f.endsWith('.js'))
   t.ok(asset !== undefined, 'the web page is built (npm run build)')
-  const code = (await upload(url, [['file', { data: 'hello' }], ['max_downloads', '2']])).body.code as string
+  const code = (await upload(url, [['file', { data: 'hello' }], ['max_downloads', '2']])).body.code
   const keyed = { 'x-client-key': API_KEY }
   const cases: Array<[string, number, string, RequestInit?]> = [
     ['/healthz', 200, 'liveness'],
@@ -142,7 +142,7 @@ t.test('downloads tell proxies not to buffer them: X-Accel-Buffering: no on 200 
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}))
   // Large enough that stopping after the headers leaves most of it unsent: a cut download.
   const data = bytes(8 * MiB, 3)
-  const code = (await upload(url, [['file', { data }]])).body.code as string
+  const code = (await upload(url, [['file', { data }]])).body.code
   const abort = new AbortController()
   const first = await fetch(`${url}/download/${code}`, { signal: abort.signal })
   t.equal(first.status, 200)

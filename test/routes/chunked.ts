@@ -34,13 +34,13 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const done = await post(url, '/upload/complete', [['upload_id', id]])
     t.equal(done.status, 200)
     t.match(done.body.code, /^[A-Za-z0-9]{6}$/)
-    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    const res = await fetch(`${url}/download/${done.body.code}`)
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
     t.match(res.headers.get('content-disposition'), /filename\*=UTF-8''big%20%E2%9C%93\.bin/)
-    const second = await fetch(`${url}/download/${done.body.code as string}`)
+    const second = await fetch(`${url}/download/${done.body.code}`)
     t.equal(second.status, 200, 'max_downloads from start applies')
     await second.arrayBuffer()
-    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 404)
+    t.equal((await fetch(`${url}/download/${done.body.code}`)).status, 404)
   })
 
   t.test('chunked: a re-sent chunk replaces the first and counts once', async t => {
@@ -50,7 +50,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal((await sendChunk(url, id, 0, Buffer.from('right'))).body.received_chunks, 1)
     t.equal((await sendChunk(url, id, 1, Buffer.from('!'))).body.received_chunks, 2)
     const { body } = await post(url, '/upload/complete', [['upload_id', id]])
-    t.equal(await (await fetch(`${url}/download/${body.code as string}`)).text(), 'right!')
+    t.equal(await (await fetch(`${url}/download/${body.code}`)).text(), 'right!')
   })
 
   t.test('chunked: complete with chunks missing is 400 with the list; the session stays open', async t => {
@@ -63,7 +63,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     for (const i of [0, 2, 3]) await sendChunk(url, id, i, Buffer.from('acd'[[0, 2, 3].indexOf(i)]!))
     const done = await post(url, '/upload/complete', [['upload_id', id]])
     t.equal(done.status, 200)
-    t.equal(await (await fetch(`${url}/download/${done.body.code as string}`)).text(), 'abcd')
+    t.equal(await (await fetch(`${url}/download/${done.body.code}`)).text(), 'abcd')
   })
 
   t.test('chunked: concurrent completes make one file; repeats get the same code; then the session is gone', async t => {
@@ -117,8 +117,8 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.same(theirs.body, none.body, 'the same answer as for an unknown session')
 
     // Used up (its one download): still completed, with the code; the download is 404.
-    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer())), sha256Of(data))
-    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 404)
+    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code}`)).arrayBuffer())), sha256Of(data))
+    t.equal((await fetch(`${url}/download/${done.body.code}`)).status, 404)
     t.match((await post(url, '/upload/verify', [['upload_id', id]])).body, { completed: true, code: done.body.code })
 
     now += config.sessionTtlMs - 1
@@ -141,7 +141,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const done = await post(running.url, '/upload/complete', [['upload_id', id]])
     t.equal(done.status, 200, JSON.stringify(done.body))
     t.equal(done.body.sha256, sha256Of(data), 'the object was checked against the declared SHA-256')
-    const res = await fetch(`${running.url}/download/${done.body.code as string}`)
+    const res = await fetch(`${running.url}/download/${done.body.code}`)
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
   })
 
@@ -151,11 +151,11 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     await sendChunk(url, id, 1, new Uint8Array(0))
     await sendChunk(url, id, 0, Buffer.from('only'))
     const { body } = await post(url, '/upload/complete', [['upload_id', id]])
-    t.equal(await (await fetch(`${url}/download/${body.code as string}`)).text(), 'only')
+    t.equal(await (await fetch(`${url}/download/${body.code}`)).text(), 'only')
     const one = await startSession(url, [['filename', 'empty'], ['total_chunks', '1']])
     await sendChunk(url, one, 0, new Uint8Array(0))
     const empty = await post(url, '/upload/complete', [['upload_id', one]])
-    const res = await fetch(`${url}/download/${empty.body.code as string}`)
+    const res = await fetch(`${url}/download/${empty.body.code}`)
     t.equal(res.headers.get('content-length'), '0')
   })
 
@@ -278,7 +278,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal(done.status, 200, 'the owner completes')
     t.equal((await post(url, '/upload/complete', [['upload_id', id]], undefined, OTHER_KEY)).status, 404, 'a repeated complete with another key learns no code')
     t.same((await post(url, '/upload/complete', [['upload_id', id]])).body, done.body, 'the owner\'s repeat does')
-    t.equal(await (await fetch(`${url}/download/${done.body.code as string}`)).text(), 'mine own')
+    t.equal(await (await fetch(`${url}/download/${done.body.code}`)).text(), 'mine own')
   })
 
   t.test('chunked: MAX_OPEN_SESSIONS_PER_KEY holds under parallel starts on two instances; completed and expired sessions free their places', async t => {
@@ -292,7 +292,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const refused = first.filter(r => r.status !== 200)
     t.ok(refused.every(r => r.status === 429 && r.body.code === 'DROPCODE_TOO_MANY_SESSIONS'), [...new Set(refused.map(r => `${r.status} ${String(r.body.code)}`))].join(', '))
     t.equal((await starts(1, OTHER_KEY))[0]!.status, 200, 'another key has its own places')
-    const id = first.find(r => r.status === 200)!.body.upload_id as string
+    const id = first.find(r => r.status === 200)!.body.upload_id!
     await sendChunk(b.url, id, 0, Buffer.from('x'))
     t.equal((await post(a.url, '/upload/complete', [['upload_id', id]])).status, 200)
     t.same((await starts(3)).map(r => r.status).sort(), [200, 429, 429], 'a completed session frees its place')
@@ -320,7 +320,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal(done.status, 200)
     t.equal(done.body.sha256, sha256Of(data))
     t.same(await digestBytes(metricsUrl), { folded: data.length, read: 0, assembled: 0 })
-    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    const res = await fetch(`${url}/download/${done.body.code}`)
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'the exact bytes')
   })
 
@@ -337,7 +337,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const how = await digestBytes(metricsUrl)
     t.equal(how.folded + how.read, data.length)
     t.equal(how.read, 0, 'chunks that arrived out of order were kept in memory as they streamed, and folded as the prefix reached them, before completion')
-    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer())), sha256Of(data))
+    t.equal(sha256Of(new Uint8Array(await (await fetch(`${url}/download/${done.body.code}`)).arrayBuffer())), sha256Of(data))
   })
 
   t.test('chunked with chunk_size: a chunk replaced after it was hashed, and a shorter last chunk, still give the exact file and digest', async t => {
@@ -356,7 +356,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const how = await digestBytes(metricsUrl)
     t.equal(how.folded + how.read, data.length)
     t.ok(how.read >= other.length, 'the prefix stopped before the replaced chunk')
-    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    const res = await fetch(`${url}/download/${done.body.code}`)
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
   })
 
@@ -378,7 +378,7 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     for (const i of [2, 0, 1]) t.equal((await sendChunk(url, id, i, data.subarray(i * 100, (i + 1) * 100))).status, 200)
     const done = await post(url, '/upload/complete', [['upload_id', id]])
     t.equal(done.body.size, 250)
-    t.equal(Buffer.from(await (await fetch(`${url}/download/${done.body.code as string}`)).arrayBuffer()).equals(data), true)
+    t.equal(Buffer.from(await (await fetch(`${url}/download/${done.body.code}`)).arrayBuffer()).equals(data), true)
   })
 
   t.test('chunked: sha256 at /upload/complete; a mismatch publishes nothing and closes the session', async t => {
@@ -399,6 +399,6 @@ export function chunkedSuite (t: Test, pair: DriverPair, backends: Backends) {
     const again = await post(url, '/upload/complete', [['upload_id', good], ['sha256', 'ab'.repeat(32)]])
     t.same([again.status, again.body.code], [400, 'DROPCODE_DIGEST_MISMATCH'], 'a repeated complete expecting another digest')
     t.equal((await post(url, '/upload/complete', [['upload_id', good]])).body.code, done.body.code, 'the file stays')
-    t.equal((await fetch(`${url}/download/${done.body.code as string}`)).status, 200)
+    t.equal((await fetch(`${url}/download/${done.body.code}`)).status, 200)
   })
 }

@@ -16,12 +16,12 @@ const run = promisify(execFile)
 t.test('a quote in a filename survives fetch\'s %22 (multipart_filename_escapes)', async t => {
   const { url } = await startApp(t, testConfig(t, 'fs+local', {}))
   const up = await upload(url, [['file', { data: 'x', filename: 'say "hi".txt' }]])
-  const res = await fetch(`${url}/download/${up.body.code as string}`, { method: 'HEAD' })
+  const res = await fetch(`${url}/download/${up.body.code}`, { method: 'HEAD' })
   t.equal(res.headers.get('content-disposition'), 'attachment; filename="say _hi_.txt"; filename*=UTF-8\'\'say%20%22hi%22.txt', 'the real name in filename*, no literal %22')
   const crlf = await upload(url, [['file', { data: 'x', filename: 'two\r\nlines.txt' }]])
-  t.equal((await fetch(`${url}/download/${crlf.body.code as string}`, { method: 'HEAD' })).headers.get('content-disposition'), 'attachment; filename="twolines.txt"', 'CR/LF decoded, then removed')
+  t.equal((await fetch(`${url}/download/${crlf.body.code}`, { method: 'HEAD' })).headers.get('content-disposition'), 'attachment; filename="twolines.txt"', 'CR/LF decoded, then removed')
   const literal = await upload(url, [['file', { data: 'x', filename: '100%25 done.txt' }]])
-  t.match((await fetch(`${url}/download/${literal.body.code as string}`, { method: 'HEAD' })).headers.get('content-disposition'), /filename\*=UTF-8''100%2525%20done\.txt/, 'other escapes stay literal')
+  t.match((await fetch(`${url}/download/${literal.body.code}`, { method: 'HEAD' })).headers.get('content-disposition'), /filename\*=UTF-8''100%2525%20done\.txt/, 'other escapes stay literal')
 })
 
 t.test('curl uploads and curl -OJ saves under a readable name (ascii_fallback_transliterated)', async t => {

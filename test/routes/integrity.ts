@@ -52,11 +52,11 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     const data = bytes(200_000)
     const up = await upload(url, [['file', { data }], ['max_downloads', '2']])
     t.same(up.body, { code: up.body.code, size: 200_000, sha256: sha256Of(data) })
-    const head = await fetch(`${url}/download/${up.body.code as string}`, { method: 'HEAD' })
+    const head = await fetch(`${url}/download/${up.body.code}`, { method: 'HEAD' })
     t.equal(head.headers.get('repr-digest'), reprDigest(data))
     t.equal(head.headers.get('accept-ranges'), 'bytes')
     t.equal(head.headers.get('etag'), `"s-${Buffer.from(sha256Of(data), 'hex').toString('base64url')}"`, 'HEAD\'s ETag names the file')
-    const [one, two] = [await fetch(`${url}/download/${up.body.code as string}`), await fetch(`${url}/download/${up.body.code as string}`)]
+    const [one, two] = [await fetch(`${url}/download/${up.body.code}`), await fetch(`${url}/download/${up.body.code}`)]
     t.equal(one.headers.get('repr-digest'), reprDigest(data))
     t.equal(sha256Of(new Uint8Array(await one.arrayBuffer())), sha256Of(data))
     await two.arrayBuffer()
@@ -101,7 +101,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     const done = await post(url, '/upload/complete', [['upload_id', id]])
     t.same(done.body, { code: done.body.code, size: data.length, sha256: sha256Of(data) })
     t.same((await post(url, '/upload/complete', [['upload_id', id]])).body, done.body, 'a repeated complete answers the same')
-    const res = await fetch(`${url}/download/${done.body.code as string}`)
+    const res = await fetch(`${url}/download/${done.body.code}`)
     t.equal(res.headers.get('repr-digest'), reprDigest(data))
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
   })
@@ -123,8 +123,8 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     const [a, b] = await instances(t)
     const data = bytes(64 * MiB, 11)
     const up = await upload(a.url, [['file', { data, filename: 'big.bin' }]])
-    const cut = await cutDownload(`${a.url}/download/${up.body.code as string}`, Math.floor(0.6 * data.length))
-    const res = await fetch(`${b.url}/download/${up.body.code as string}`, { headers: { range: `bytes=${cut.received.length}-`, 'if-range': cut.etag } })
+    const cut = await cutDownload(`${a.url}/download/${up.body.code}`, Math.floor(0.6 * data.length))
+    const res = await fetch(`${b.url}/download/${up.body.code}`, { headers: { range: `bytes=${cut.received.length}-`, 'if-range': cut.etag } })
     t.equal(res.status, 206)
     t.equal(res.headers.get('content-range'), `bytes ${cut.received.length}-${data.length - 1}/${data.length}`)
     t.equal(res.headers.get('etag'), cut.etag, 'the same claim')
@@ -132,8 +132,8 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     const rest = Buffer.from(await res.arrayBuffer())
     const whole = Buffer.concat([cut.received, rest])
     t.equal(reprDigest(whole), cut.digest, 'the bytes check against Repr-Digest')
-    t.equal((await fetch(`${a.url}/download/${up.body.code as string}`)).status, 404, 'still one download: max_downloads was 1')
-    const again = await fetch(`${b.url}/download/${up.body.code as string}`, { headers: { range: 'bytes=0-', 'if-range': cut.etag } })
+    t.equal((await fetch(`${a.url}/download/${up.body.code}`)).status, 404, 'still one download: max_downloads was 1')
+    const again = await fetch(`${b.url}/download/${up.body.code}`, { headers: { range: 'bytes=0-', 'if-range': cut.etag } })
     t.equal(again.status, 404, 'a claim whose last byte was sent is over')
     await eventually(async () => { if ((await listStored(a.config)).length > 0) throw new Error('not yet deleted') })
     t.same(await listStored(a.config), [], 'the object is deleted once the claim is over')
@@ -143,8 +143,8 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     const [{ url }] = await instances(t)
     // Large enough that a cut is a real cut, not bytes already handed to the kernel.
     const data = bytes(8 * MiB, 5)
-    const one = (await upload(url, [['file', { data }], ['max_downloads', '3']])).body.code as string
-    const other = (await upload(url, [['file', { data: 'other' }]])).body.code as string
+    const one = (await upload(url, [['file', { data }], ['max_downloads', '3']])).body.code
+    const other = (await upload(url, [['file', { data: 'other' }]])).body.code
     const cut = await cutDownload(`${url}/download/${one}`, 100)
     const guessed = await fetch(`${url}/download/${one}`, { headers: { range: 'bytes=100-', 'if-range': `"c-${randomBytes(16).toString('base64url')}"` } })
     t.equal(guessed.status, 200, 'a guessed ETag: the whole file, counted')
@@ -170,7 +170,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
   t.test('resume: suffix ranges (bytes=-N) with If-Range of a claim: the last N bytes, all of a shorter file, 416 for -0', async t => {
     const [a, b] = await instances(t)
     const data = bytes(8 * MiB, 6) // more than loopback's socket buffers, so a cut is real
-    const code = (await upload(a.url, [['file', { data }], ['max_downloads', '3']])).body.code as string
+    const code = (await upload(a.url, [['file', { data }], ['max_downloads', '3']])).body.code
     const size = data.length
 
     const first = await cutDownload(`${a.url}/download/${code}`, 100)
@@ -202,7 +202,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     let now = Date.now()
     const [running] = await instances(t, { DOWNLOAD_RESUME_SECONDS: '60' }, { now: () => now })
     const data = bytes(16 * MiB, 9) // more than loopback's socket buffers, so the cut is real
-    const code = (await upload(running.url, [['file', { data }]])).body.code as string
+    const code = (await upload(running.url, [['file', { data }]])).body.code
     const cut = await cutDownload(`${running.url}/download/${code}`, 1000)
     const early = await fetch(`${running.url}/download/${code}`, { headers: { range: 'bytes=1000-1999', 'if-range': cut.etag } })
     t.equal(early.status, 206)
@@ -218,7 +218,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
   t.test('resume: with max_downloads=1, 200 concurrent GETs make one claim; resumes never add one', async t => {
     const [a, b] = await instances(t)
     const data = bytes(16 * MiB, 4) // more than loopback's socket buffers, so the cut is real
-    const code = (await upload(a.url, [['file', { data }]])).body.code as string
+    const code = (await upload(a.url, [['file', { data }]])).body.code
     // Every client reads the status and headers, then hangs up: the winner's download is cut.
     const results = await Promise.all(Array.from({ length: 200 }, (_, i) => new Promise<{ status: number, etag: string | undefined }>((resolve, reject) => {
       const req = http.get(`${(i % 2 === 0 ? a : b).url}/download/${code}`, { headers: { range: 'bytes=0-' } }, res => {
@@ -241,7 +241,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
   t.test('resume: a claim\'s ETag serves at most the file\'s size plus the allowance, then the claim is over (claim_etag_reserves)', async t => {
     const [a, b] = await instances(t)
     const data = bytes(16 * MiB, 6) // more than loopback's socket buffers, so the cut is real
-    const code = (await upload(a.url, [['file', { data }]])).body.code as string
+    const code = (await upload(a.url, [['file', { data }]])).body.code
     const cut = await cutDownload(`${a.url}/download/${code}`, 1000)
     // The attack as found: all but the last byte, again and again, alternating instances.
     const answers: Array<{ status: number, bytes: number }> = []
@@ -253,7 +253,7 @@ export function integritySuite (t: Test, pair: DriverPair, backends: Backends) {
     t.ok(cut.received.length + served <= claimBudget(data.length), `${served} bytes served on resumes; budget ${claimBudget(data.length)}`)
     t.same(answers.map(r => r.status), [206, 404, 404, 404, 404, 404], 'one more copy at most, then 404: max_downloads was 1')
 
-    const two = (await upload(a.url, [['file', { data }], ['max_downloads', '2']])).body.code as string
+    const two = (await upload(a.url, [['file', { data }], ['max_downloads', '2']])).body.code
     const first = await cutDownload(`${a.url}/download/${two}`, 1000)
     const resumed = await fetch(`${b.url}/download/${two}`, { headers: { range: `bytes=0-${data.length - 2}`, 'if-range': first.etag } })
     t.equal(resumed.status, 206)

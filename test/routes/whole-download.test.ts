@@ -102,7 +102,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
         const data = bytes(200_000 + i * 4_099, i + 1)
         const up = await upload(server.url, [['max_downloads', '1'], ['file', { data, filename: `f${i}.bin` }]])
         t.equal(up.status, 200, `${name}: upload ${i}`)
-        return { data, code: up.body.code as string }
+        return { data, code: up.body.code }
       }))
       // All at once, as a CI fan-out would: each client downloads its file once, whole.
       const received = await Promise.all(files.map(f => client(`${server.url}/download/${f.code}`, dir)))
@@ -120,7 +120,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     const server = await startServer(t, env)
     const data = bytes(24 * 1024 * 1024, 7)
     const up = await upload(server.url, [['max_downloads', '1'], ['file', { data, filename: 'big.bin' }]])
-    const url = `${server.url}/download/${up.body.code as string}`
+    const url = `${server.url}/download/${up.body.code}`
     // The client reads 64 KiB of 24 MiB and closes: far more than socket buffers hold is unsent.
     const cut = await rawGet(url, { closeAfter: 64 * 1024 })
     const etag = /^etag: *(\S+)/im.exec(cut.head)?.[1]

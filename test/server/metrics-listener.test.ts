@@ -38,8 +38,8 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
   t.test(`${pair}: regression: /metrics on the service port told a guesser why a code was refused (metrics_oracle)`, async t => {
     const server = await startServer(t, testEnv(t, pair, { redis, s3 }, { LOG_LEVEL: 'warn' }))
     const up = await upload(server.url, [['file', { data: 'one download' }], ['max_downloads', '1']])
-    await (await fetch(`${server.url}/download/${up.body.code as string}`)).arrayBuffer()
-    await (await fetch(`${server.url}/download/${up.body.code as string}`)).arrayBuffer() // exhausted
+    await (await fetch(`${server.url}/download/${up.body.code}`)).arrayBuffer()
+    await (await fetch(`${server.url}/download/${up.body.code}`)).arrayBuffer() // exhausted
     await (await fetch(`${server.url}/download/ZZZZZZ`)).arrayBuffer() // unknown
 
     for (const headers of [{}, { 'x-client-key': API_KEY }] as Array<Record<string, string>>) {
@@ -66,7 +66,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
 
     // The metrics port serves metrics and nothing else.
     const base = new URL(server.metricsUrl!).origin
-    for (const path of ['/', '/healthz', `/download/${up.body.code as string}`, '/metrics/x']) {
+    for (const path of ['/', '/healthz', `/download/${up.body.code}`, '/metrics/x']) {
       const other = await fetch(`${base}${path}`)
       t.equal(other.status, 404, `metrics port ${path}: 404`)
       await other.arrayBuffer()

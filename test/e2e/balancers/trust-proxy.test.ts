@@ -74,7 +74,7 @@ async function logged (setup: Setup, ip: string | RegExp, n: number): Promise<nu
 
 async function sharedFile (setup: Setup): Promise<string> {
   const up = await upload(setup.lb.url, [['file', { data: 'for the other client' }], ['max_downloads', '100']], API_KEY)
-  return up.body.code as string
+  return up.body.code
 }
 
 for (const kind of ['nginx', 'haproxy'] as BalancerKind[]) {

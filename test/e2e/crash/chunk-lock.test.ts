@@ -56,7 +56,7 @@ t.test('kill -9 of the instance receiving chunk 3: resending it to the survivor 
   t.same((await post(b.url, '/upload/verify', [['upload_id', id]])).body.missing_chunks, [])
   const done = await post(b.url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200)
-  const res = await fetch(`${b.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${b.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'bytes identical')
 })
 
@@ -87,7 +87,7 @@ t.test('a live upload keeps its lock by heartbeat past the lease: another reques
   t.equal((await sendChunk(b.url, id, 2, chunk(2))).status, 200)
   const done = await post(b.url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200)
-  const res = await fetch(`${a.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${a.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'bytes identical')
 })
 
@@ -123,6 +123,6 @@ t.test('kill -9 of the instance completing a session: the other takes over withi
   const done = await post(b.url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200, `b completed the session ${Date.now() - killedAt} ms after a died`)
   t.equal(done.body.sha256, sha256Of(data))
-  const res = await fetch(`${b.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${b.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'bytes identical')
 })

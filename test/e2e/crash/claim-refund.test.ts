@@ -31,7 +31,7 @@ const metric = (text: string, line: string) => Number(text.split('\n').find(l =>
 /** A file of LIMIT downloads, and its download count read straight from Redis (not through the service). */
 async function uploadCounted (t: Test, serverUrl: string, prefix: string) {
   const up = await upload(serverUrl, [['file', { data, filename: 'r.txt' }], ['max_downloads', String(LIMIT)]])
-  const code = up.body.code as string
+  const code = up.body.code
   const direct = new Redis(redis.url)
   t.teardown(() => direct.disconnect())
   const counted = async () => Number(await direct.hget(`${prefix}file:{${code}}`, 'downloads'))
@@ -111,7 +111,7 @@ t.test('a chunk commit whose answer was lost: the chunk stays usable (its data i
   t.equal((await sendChunk(server.url, id, 2, data.subarray(2 * MiB))).status, 200)
   const done = await post(server.url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200, 'the session completes: the recorded chunk\'s data is there')
-  const res = await fetch(`${server.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${server.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'bytes identical')
 })
 

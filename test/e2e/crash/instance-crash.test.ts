@@ -14,7 +14,7 @@ import { Redis } from 'ioredis'
 import t from 'tap'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
-import { API_KEY, testEnv, upload } from '../../helpers/app.js'
+import { API_KEY, testEnv, upload, type Answer } from '../../helpers/app.js'
 import { post, sendChunk, startSession } from '../../helpers/chunks.js'
 import { startRedis } from '../../helpers/redis-server.js'
 import { startProxy, type Proxy } from '../../helpers/round-robin-proxy.js'
@@ -49,13 +49,13 @@ async function routed (proxy: Proxy) {
 /** An upload whose body is sent in two steps, so it can be in flight when an instance dies. */
 function slowUpload (url: string, data: Buffer) {
   const req = http.request(`${url}/upload`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': `multipart/form-data; boundary=${BOUNDARY}`, 'transfer-encoding': 'chunked' } })
-  const answer = new Promise<{ status: number, body: Record<string, unknown> }>((resolve, reject) => {
+  const answer = new Promise<{ status: number, body: Answer }>((resolve, reject) => {
     req.once('error', reject)
     req.once('response', res => {
       let text = ''
       res.setEncoding('utf8').on('data', (c: string) => { text += c })
       res.once('error', reject)
-      res.once('end', () => { try { resolve({ status: res.statusCode!, body: JSON.parse(text) as Record<string, unknown> }) } catch { reject(new Error(`not JSON: ${text}`)) } })
+      res.once('end', () => { try { resolve({ status: res.statusCode!, body: JSON.parse(text) as Answer }) } catch { reject(new Error(`not JSON: ${text}`)) } })
     })
   })
   answer.catch(() => {})
@@ -105,7 +105,7 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
       const data = bytes(1000 + i, i + 11)
       const up = await upload(proxy.url, [['file', { data, filename: `${label}-${i}.bin` }], ['max_downloads', '3']])
       t.equal(up.status, 200, `${label}: upload ${i}`)
-      const code = up.body.code as string
+      const code = up.body.code
       contents.set(code, data)
       const res = await fetch(`${proxy.url}/download/${code}`)
       t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), `${label}: download ${i}`)
@@ -118,7 +118,7 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
   await smallTraffic('before', 4)
   const big = bytes(48 * MiB, 5)
   const bigUp = await upload(proxy.url, [['file', { data: big, filename: 'big.bin' }], ['max_downloads', '10']])
-  const bigCode = bigUp.body.code as string
+  const bigCode = bigUp.body.code
   contents.set(bigCode, big)
   const chunked = bytes(5 * MiB - 777, 9)
   const piece = (i: number) => chunked.subarray(i * MiB, (i + 1) * MiB)
@@ -157,11 +157,11 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
 
   // Uploads: those on a failed for their clients; those on b got a code.
   for (const u of uploads) {
-    const outcome = await u.up.rest().then(r => r, () => ({ status: 0, body: {} as Record<string, unknown> }))
+    const outcome = await u.up.rest().then(r => r, () => ({ status: 0, body: {} as Answer }))
     if (u.backend === a.url) t.ok(outcome.status === 502 || outcome.status === 0, `an upload in flight on the dead instance failed (${outcome.status})`)
     else {
       t.equal(outcome.status, 200, 'an upload in flight on the survivor succeeded')
-      contents.set(outcome.body.code as string, u.data)
+      contents.set(outcome.body.code, u.data)
     }
   }
   // Downloads: each was counted once when it started; those cut by the crash resume on b.
@@ -191,7 +191,7 @@ t.test('kill -9 of one of two instances during mixed traffic', async t => {
   t.equal((await sendChunk(proxy.url, sessionId, 4, piece(4))).status, 200)
   const done = await post(proxy.url, '/upload/complete', [['upload_id', sessionId]])
   t.equal(done.status, 200)
-  const chunkedCode = done.body.code as string
+  const chunkedCode = done.body.code
   contents.set(chunkedCode, chunked)
   const res = await fetch(`${proxy.url}/download/${chunkedCode}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(chunked), 'chunked file: bytes identical')

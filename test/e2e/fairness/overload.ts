@@ -127,7 +127,7 @@ export async function slowClientScenario (t: Test, target: ScenarioTarget, optio
     ...Array.from({ length: 50 }, () => stalledUpload(url, SECOND_KEY)),
     ...sessions.map(id => stalledUpload(url, API_KEY, '/upload/chunk', [['upload_id', id], ['chunk_index', '0']]))
   ]
-  const readers = Array.from({ length: readerCount }, () => stoppedReader(url, big.body.code as string))
+  const readers = Array.from({ length: readerCount }, () => stoppedReader(url, big.body.code))
   const tricklers = headerTricklers(url, 300)
   t.teardown(() => {
     tricklers.stop()
@@ -141,12 +141,12 @@ export async function slowClientScenario (t: Test, target: ScenarioTarget, optio
   // connections (client to server, server to S3) on a machine still busy with the burst.
   t.equal((await upload(url, [['file', { data: 'warm-up' }]])).status, 200)
   stored++
-  t.equal((await fetch(`${url}/download/${small.body.code as string}`).then(async r => { await r.arrayBuffer(); return r })).status, 200)
+  t.equal((await fetch(`${url}/download/${small.body.code}`).then(async r => { await r.arrayBuffer(); return r })).status, 200)
 
   // However short, the measure lasts until the instances have cut the first stalled uploads (one
   // window after they began): a proxy in front may take that for a failure of the instance.
   const measuredMs = Math.max(observeMs, openedBy + WINDOW_MS + 5000 - Date.now())
-  const traffic = await normalTraffic(url, small.body.code as string, measuredMs, deadlineMs)
+  const traffic = await normalTraffic(url, small.body.code, measuredMs, deadlineMs)
   stored += traffic.stored
   const { uploads, downloads } = traffic
   t.same(traffic.failures, [], `${uploads} uploads and ${downloads} downloads in ${Math.round(measuredMs / 1000)} s beside 132 stalled uploads and chunks, ${readerCount} stopped readers and 300 header tricklers: each 200 within ${deadlineMs} ms (slowest ${traffic.slowestMs} ms)`)

@@ -30,7 +30,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     const { app, url } = await startApp(t, testConfig(t, pair, backendsOf[pair], settings))
     const up = await upload(url, [['file', { data: bytes(FILE) }], ['max_downloads', '1']])
     t.equal(up.status, 200)
-    const code = up.body.code as string
+    const code = up.body.code
     const conn = await connect(app, url)
     conn.client.write(`GET /download/${code} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
     // Loopback buffers take several MiB at once (the first window passes); then 16 KiB a
@@ -61,7 +61,7 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     const big = await upload(url, [['file', { data: bytes(size) }]])
     t.equal(big.status, 200)
     const down = await connect(app, url)
-    down.client.write(`GET /download/${big.body.code as string} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
+    down.client.write(`GET /download/${big.body.code} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
     const started = Date.now()
     const got = await within(readAtRate(down.client, 2 * MiB), 40_000, 'slow download read')
     const took = Date.now() - started

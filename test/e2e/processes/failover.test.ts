@@ -22,7 +22,7 @@ const setup = (t: Parameters<typeof setupWith>[0]) => setupWith(t, s3)
 t.test('claims acknowledged but lost in a failover are countable again: over-served = lost claims, never more', async t => {
   const { sentinel, a, b } = await setup(t)
   const up = await upload(a.url, [['file', { data: 'counted' }], ['max_downloads', '10']])
-  const code = up.body.code as string
+  const code = up.body.code
   const get = async (url: string) => {
     const res = await fetch(`${url}/download/${code}`)
     return { status: res.status, body: await res.text() }
@@ -35,7 +35,7 @@ t.test('claims acknowledged but lost in a failover are countable again: over-ser
     for (let i = 0; i < 4; i++) lost += (await get(i % 2 === 0 ? a.url : b.url)).status === 200 ? 1 : 0
     const up = await upload(b.url, [['file', { data: 'answered, then lost' }]])
     t.equal(up.status, 200, 'an upload answered by the old primary only')
-    stranded = up.body.code as string
+    stranded = up.body.code
   })
   t.equal(served + lost, 7, '7 downloads served and counted before the failover')
 
@@ -67,7 +67,7 @@ t.test('a chunk acknowledged but lost in a failover is listed missing; sending i
   t.ok(sent.every(r => r.status === 200))
   const done = await post(a.url, '/upload/complete', [['upload_id', id]])
   t.equal(done.status, 200)
-  const res = await fetch(`${b.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${b.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'exact bytes')
 })
 
@@ -75,7 +75,7 @@ t.test('during a failover requests answer 503 at once, never hang, and the servi
   const { sentinel, a } = await setup(t)
   const up = await upload(a.url, [['file', { data: 'x' }], ['max_downloads', '1000']])
   await replicated(sentinel)
-  const traffic = downloadTraffic([a.url], up.body.code as string)
+  const traffic = downloadTraffic([a.url], up.body.code)
   await new Promise(resolve => setTimeout(resolve, 300))
   const killedAt = Date.now()
   await sentinel.killPrimary()

@@ -5,8 +5,8 @@
  */
 import net from 'node:net'
 import t from 'tap'
-import { memoryAfterGc, startServer, stopServer } from '../helpers/server-process.js'
-import { dataDir } from '../helpers/tmp.js'
+import { memoryAfterGc, startServer, stopServer } from '../../helpers/server-process.js'
+import { dataDir } from '../../helpers/tmp.js'
 
 const MiB = 1024 * 1024
 const mib = (n: number) => (n / MiB).toFixed(1)

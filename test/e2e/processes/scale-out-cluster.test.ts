@@ -30,7 +30,7 @@ t.test('200 concurrent downloads across two instances on a Redis Cluster: exactl
   t.ok(ups.every(u => u.status === 200))
   const results = await Promise.all(Array.from({ length: 200 }, async (_, i) => {
     const f = i % 3
-    const res = await fetch(`${(i % 2 === 0 ? a : b).url}/download/${ups[f]!.body.code as string}`)
+    const res = await fetch(`${(i % 2 === 0 ? a : b).url}/download/${ups[f]!.body.code}`)
     return { f, status: res.status, body: await res.text() }
   }))
   for (let f = 0; f < 3; f++) {
@@ -54,7 +54,7 @@ t.test('a chunked session whose chunks alternate between instances, on a Redis C
   t.equal(done.status, 200)
   const again = await post(a.url, '/upload/complete', [['upload_id', id]])
   t.same([again.status, again.body.code], [200, done.body.code], 'a repeated complete on the other instance answers the same code')
-  const res = await fetch(`${a.url}/download/${done.body.code as string}`)
+  const res = await fetch(`${a.url}/download/${done.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), 'exact bytes')
 })
 

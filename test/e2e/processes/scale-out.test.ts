@@ -26,17 +26,17 @@ t.test('upload on one instance, download and delete on the other', async t => {
   const [a, b] = await twoInstances(t)
   const data = bytes(123_456)
   const up = await upload(a.url, [['file', { data, filename: 'x.bin' }], ['max_downloads', '2']])
-  const res = await fetch(`${b.url}/download/${up.body.code as string}`)
+  const res = await fetch(`${b.url}/download/${up.body.code}`)
   t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data))
-  t.equal((await fetch(`${b.url}/delete/${up.body.code as string}`, { method: 'DELETE' })).status, 200)
-  t.equal((await fetch(`${a.url}/download/${up.body.code as string}`)).status, 404)
+  t.equal((await fetch(`${b.url}/delete/${up.body.code}`, { method: 'DELETE' })).status, 200)
+  t.equal((await fetch(`${a.url}/download/${up.body.code}`)).status, 404)
 })
 
 t.test('N concurrent downloads at the limit across instances: exactly N succeed', async t => {
   const [a, b] = await twoInstances(t)
   const up = await upload(a.url, [['file', { data: 'shared' }], ['max_downloads', '10']])
   const results = await Promise.all(Array.from({ length: 200 }, async (_, i) => {
-    const res = await fetch(`${(i % 2 === 0 ? a : b).url}/download/${up.body.code as string}`)
+    const res = await fetch(`${(i % 2 === 0 ? a : b).url}/download/${up.body.code}`)
     return { status: res.status, body: await res.text() }
   }))
   t.equal(results.filter(r => r.status === 200 && r.body === 'shared').length, 10)
@@ -47,7 +47,7 @@ t.test('expiry is honoured everywhere; sweepers on both instances share the work
   let now = Date.now()
   const [a, b] = await twoInstances(t, () => now)
   const codes = []
-  for (let i = 0; i < 12; i++) codes.push((await upload(i % 2 === 0 ? a.url : b.url, [['file', { data: `f${i}` }], ['expiry_hours', '1']])).body.code as string)
+  for (let i = 0; i < 12; i++) codes.push((await upload(i % 2 === 0 ? a.url : b.url, [['file', { data: `f${i}` }], ['expiry_hours', '1']])).body.code)
   now += 3_600_000 + a.config.sweeper.graceMs
   for (const code of codes.slice(0, 3)) {
     t.equal((await fetch(`${a.url}/download/${code}`)).status, 404)
@@ -71,7 +71,7 @@ t.test('a chunked session whose chunks alternate between instances', async t => 
     t.same(verify.body.missing_chunks, [], `${name}: both instances see every chunk`)
     const done = await post(b.url, '/upload/complete', [['upload_id', id]])
     t.equal(done.status, 200)
-    const res = await fetch(`${a.url}/download/${done.body.code as string}`)
+    const res = await fetch(`${a.url}/download/${done.body.code}`)
     t.equal(sha256Of(new Uint8Array(await res.arrayBuffer())), sha256Of(data), `${name}: exact bytes`)
   }
 })

@@ -22,7 +22,7 @@ for (const [how, name] of [
     const up = await upload(a.url, [['file', { data: 'x' }], ['max_downloads', '1000000']])
     t.equal(up.status, 200)
     await replicated(sentinel)
-    const traffic = downloadTraffic([a.url, b.url], up.body.code as string)
+    const traffic = downloadTraffic([a.url, b.url], up.body.code)
     await new Promise(resolve => setTimeout(resolve, 300))
     const startedAt = Date.now()
     if (how === 'SENTINEL FAILOVER') await sentinel.switchover()
@@ -38,11 +38,11 @@ for (const [how, name] of [
     t.comment(`switchover done after ${switched} ms; both instances writing again after ${took} ms; answers ${JSON.stringify(Object.fromEntries(statuses))}`)
     t.equal(onA.status, 200)
     t.equal(onB.status, 200)
-    t.equal(await (await fetch(`${b.url}/download/${onA.body.code as string}`)).text(), 'after, from a')
-    t.equal(await (await fetch(`${a.url}/download/${onB.body.code as string}`)).text(), 'after, from b')
+    t.equal(await (await fetch(`${b.url}/download/${onA.body.code}`)).text(), 'after, from a')
+    t.equal(await (await fetch(`${a.url}/download/${onB.body.code}`)).text(), 'after, from b')
     const newMaster = await sentinel.node(sentinel.replicaPort)
     t.teardown(() => newMaster.disconnect())
-    for (const code of [onA.body.code as string, onB.body.code as string]) {
+    for (const code of [onA.body.code, onB.body.code]) {
       t.equal((await newMaster.keys(`*${code}*`)).length, 1, `the record of ${code} is on the new master`)
     }
     t.same([...statuses.keys()].filter(s => s !== 200 && s !== 503), [], 'only 200 and 503 during the switchover')

@@ -109,7 +109,7 @@ t.test('the download error page: same look as the page, plain words, the same pa
   let now = Date.now()
   const { url } = await start(t, {}, { now: () => now })
   const used = await upload(url, [['file', { data: 'once' }]])
-  await (await fetch(`${url}/download/${used.body.code as string}`)).text()
+  await (await fetch(`${url}/download/${used.body.code}`)).text()
   const expiring = await upload(url, [['file', { data: 'soon' }], ['expiry_hours', '1']])
   now += 2 * 3600_000
 
@@ -127,7 +127,7 @@ t.test('the download error page: same look as the page, plain words, the same pa
   const { page, problems } = await openTab(t, browser)
   await page.goto(url)
   const pageLook = await page.evaluate('(() => { const b = getComputedStyle(document.body); const c = getComputedStyle(document.querySelector(\'.card\')); return [b.backgroundColor, b.fontFamily, c.backgroundColor, c.borderRadius] })()')
-  const res = await page.goto(`${url}/download/${used.body.code as string}`)
+  const res = await page.goto(`${url}/download/${used.body.code}`)
   t.equal(res?.status(), 404)
   await page.getByRole('heading', { level: 1, name: 'File not available' }).waitFor()
   t.match(await page.locator('main').textContent(), /No file with this code: it may have expired, reached its download limit, or been deleted\./)
