@@ -55,8 +55,7 @@ t.test('uploads wait at the gate with their bodies unread while stalled ones fil
 
   const files = Array.from({ length: 4 }, (_, i) => bytes(MiB, 50 + i))
   let maxWaiting = 0
-  let maxAtGate = 0
-  const watch = setInterval(() => { maxWaiting = Math.max(maxWaiting, memory().streamsWaiting); maxAtGate = Math.max(maxAtGate, memory().uploadsAtGate) }, 5)
+  const watch = setInterval(() => { maxWaiting = Math.max(maxWaiting, memory().streamsWaiting) }, 5)
   t.teardown(() => clearInterval(watch))
   const post = async (data: Uint8Array) => {
     const res = await fetch(`${url}/upload`, { method: 'POST', headers: { 'x-client-key': API_KEY }, body: form([['file', { data, filename: 'f.bin' }]]) })
@@ -84,8 +83,9 @@ t.test('uploads wait at the gate with their bodies unread while stalled ones fil
   t.same(got.map(a => a.status), [200, 200, 200, 200], 'every waiting upload is answered 200 once the stalled ones are cut')
   t.same(got.map(a => a.body.size), Array(4).fill(MiB))
   t.ok(stalled.every(s => s.destroyed || s.readableEnded || s.readableLength === 0), 'the stalled clients were cut or left unanswered')
+  // (That five waited at the gate is asserted above, where it happens: a 5 ms sample of it
+  // missed the moment once on a loaded CI machine, seeing 4.)
   t.equal(maxWaiting, 0, 'at no point did an upload wait for a slab')
-  t.ok(maxAtGate >= 5, `up to ${maxAtGate} uploads waited at the gate`)
   await eventually(async () => { assert.deepEqual({ inUse: memory().bytesInUse, promised: memory().bytesPromised, gate: memory().uploadsAtGate }, { inUse: 0, promised: 0, gate: 0 }) }, 10_000)
   t.pass('every slab and promise is back')
 })
