@@ -2,8 +2,16 @@
  * The JSON answers of the interface (../shared/spec/interface.md and the README), as the service
  * sends them and its clients read them: the server's TypeBox schemas (routes/schemas.ts) are
  * checked against these types when it compiles, the CLI (cli/) and the web page (web/src/)
- * read answers through them. Types only: nothing here exists at run time.
+ * read answers through them. Types only, and the one header that tells the service's answers
+ * from anything else's.
  */
+
+/**
+ * The response header naming the service's version (lower case, as Node reports headers). Every
+ * answer of the service carries it; one without it came from something else (a proxy's own page,
+ * a URL that is not a dropcode service).
+ */
+export const VERSION_HEADER = 'dropcode-version'
 
 /** Every error code the service answers with (core/errors.ts holds each one's status and message). */
 export type ErrorCode =

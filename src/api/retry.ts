@@ -39,6 +39,20 @@ export function parseRetryAfter (value: string | null | undefined, now = Date.no
   return Number.isFinite(ms) ? Math.min(Math.max(0, ms), MAX_RETRY_AFTER_MS) : undefined
 }
 
+/** A transient answer as the policy reads it. */
+export interface TransientAnswer {
+  /** HTTP status; NO_ANSWER when none arrived. */
+  status: number
+  /** Its Retry-After (ms), when it had one. */
+  retryAfterMs?: number | undefined
+  /**
+   * Whether the service gave it (it carries `Dropcode-Version`): only the service's 409 names a
+   * lease of its own; a proxy's 409 (or another server's at a wrong URL) is backed off like any
+   * transient answer.
+   */
+  fromService: boolean
+}
+
 export interface RetryWait {
   /** How long to wait before the next try (ms). */
   ms: number
@@ -52,11 +66,12 @@ export interface RetryWait {
 
 /**
  * The wait before trying again after a transient answer, the `spent`-th failure so far (0 for
- * the first): the growing backoff, never shorter than Retry-After. `random` in [0, 1) spreads
- * clients that failed together.
+ * the first): the growing backoff, never shorter than Retry-After; the service's 409 with
+ * Retry-After: that lease, spending nothing. `random` in [0, 1) spreads clients that failed
+ * together.
  */
-export function retryWait (status: number, retryAfterMs: number | undefined, spent: number, random = Math.random()): RetryWait {
-  if (status === 409 && retryAfterMs !== undefined) return { ms: retryAfterMs + random * LEASE_JITTER_MS, spends: false }
+export function retryWait ({ status, retryAfterMs, fromService }: TransientAnswer, spent: number, random = Math.random()): RetryWait {
+  if (status === 409 && fromService && retryAfterMs !== undefined) return { ms: retryAfterMs + random * LEASE_JITTER_MS, spends: false }
   const backoff = Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** spent) * (1 + random / 2)
   return { ms: Math.max(backoff, retryAfterMs ?? 0), spends: true }
 }

@@ -6,9 +6,9 @@
  *
  * Retries follow the clients' one policy (api/retry.ts, the web page's too): network errors,
  * 408, 409 (a busy chunk index), 429, 500, 502, 503 and 504 are retried with exponential backoff
- * and jitter, waiting at least what `Retry-After` says; anything else is final. A 409 with
- * `Retry-After` names when a lock or lease in the way runs out: waiting for it spends no retry,
- * up to MAX_LEASE_WAIT_MS in all.
+ * and jitter, waiting at least what `Retry-After` says; anything else is final. The service's
+ * 409 with `Retry-After` names when a lock or lease in the way runs out: waiting for it spends no
+ * retry, up to MAX_LEASE_WAIT_MS in all (a proxy's 409 spends one like any transient answer).
  *
  * Every answer of the service carries `Dropcode-Version`. One without it came from something
  * else: a proxy's own page (nginx's 413 for a body over client_max_body_size, a 502 or 504 when
@@ -107,7 +107,7 @@ export class Client {
       } catch (err) {
         signal?.throwIfAborted()
         if (!(err instanceof Retryable)) throw err
-        const wait = retryWait(err.status, err.retryAfterMs, n)
+        const wait = retryWait(err, n)
         if (!wait.spends && leaseWaits + wait.ms <= MAX_LEASE_WAIT_MS) {
           // Not a failure: the service said when the lock in the way runs out.
           leaseWaits += wait.ms
@@ -165,7 +165,7 @@ export class Client {
  * note).
  */
 export class Retryable extends Error {
-  constructor (message: string, readonly status: number, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly hint = '') {
+  constructor (message: string, readonly status: number, readonly retryAfterMs?: number, readonly exitCode: typeof EXIT.NETWORK | typeof EXIT.REFUSED | typeof EXIT.INTEGRITY = EXIT.NETWORK, readonly hint = '', readonly fromService = false) {
     super(message)
   }
 }
@@ -193,7 +193,7 @@ export function answerError (status: number, headers: IncomingHttpHeaders, body:
   // The retry policy is the status's, whoever answered: a proxy's 502 or 504 may pass.
   if (isTransient(status)) {
     return new Retryable(service ? what : `a proxy between you and the service answered ${what}`, status, parseRetryAfter(headers['retry-after']),
-      status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`)
+      status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`, service)
   }
   if (!service) return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
   const err = new CliError(exitForStatus(status, code), what)

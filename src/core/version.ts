@@ -9,5 +9,4 @@ import { readFileSync } from 'node:fs'
 /** package.json sits two levels up from both src/core/ and dist/core/. */
 export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
-/** The response header naming the service's version (lower case, as Node reports headers). */
-export const VERSION_HEADER = 'dropcode-version'
+export { VERSION_HEADER } from '../api/answers.js'

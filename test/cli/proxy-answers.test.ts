@@ -20,7 +20,7 @@ const DOCS = 'see the load-balancer docs (docs/load-balancers.md)'
 const nginxPage = (status: string) =>
   `<html>\r\n<head><title>${status}</title></head>\r\n<body>\r\n<center><h1>${status}</h1></center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n`
 
-type Answer = { status: number, reason: string, type?: string, body?: string } | 'forward-without-version'
+type Answer = { status: number, reason: string, type?: string, body?: string, headers?: Record<string, string> } | 'forward-without-version'
 
 /**
  * A tiny stand-in for a proxy: answers each request as `decide` says, at once (as nginx answers
@@ -46,7 +46,7 @@ async function startFakeProxy (t: Test, upstream: string, decide: (req: http.Inc
     // sending is not cut before it reads the answer.
     req.resume()
     const body = answer.body ?? nginxPage(`${answer.status} ${answer.reason}`)
-    res.writeHead(answer.status, answer.reason, { server: 'nginx/1.22.1', 'content-type': answer.type ?? 'text/html', 'content-length': Buffer.byteLength(body) })
+    res.writeHead(answer.status, answer.reason, { server: 'nginx/1.22.1', 'content-type': answer.type ?? 'text/html', 'content-length': Buffer.byteLength(body), ...answer.headers })
     res.end(req.method === 'HEAD' ? undefined : body)
   })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
@@ -86,6 +86,19 @@ t.test('a proxy\'s 502 is retried as before; the final message names the proxy, 
   t.match(r.stderr, /^info: a proxy between you and the service answered 502 Bad Gateway \(no Dropcode-Version header\); retrying in [\d.]+ s\n/)
   t.match(r.stderr, `\ndropcode: info: a proxy between you and the service answered 502 Bad Gateway (no Dropcode-Version header) (after 2 attempts), ${DOCS}\n`)
   t.same(proxy.seen, ['HEAD /download/ABCDEF', 'HEAD /download/ABCDEF'])
+})
+
+t.test('a proxy\'s 409 with Retry-After spends retries (only the service\'s names a lease to wait out): exit 7', async t => {
+  // Waiting out a lease spends no retry for up to 15 minutes: taken for a proxy's 409, the CLI
+  // asked again every second for that long.
+  const proxy = await startFakeProxy(t, server.url, () => ({ status: 409, reason: 'Conflict', body: '<html>busy</html>', headers: { 'retry-after': '1' } }))
+  const env = cliEnv(t, proxy.url, API_KEY)
+  const started = Date.now()
+  const r = await runCli(t, ['info', 'ABCDEF', '--retries', '2'], env)
+  t.equal(r.status, 7, r.stderr)
+  t.match(r.stderr, `\ndropcode: info: a proxy between you and the service answered 409 Conflict (no Dropcode-Version header) (after 3 attempts), ${DOCS}\n`)
+  t.same(proxy.seen, ['HEAD /download/ABCDEF', 'HEAD /download/ABCDEF', 'HEAD /download/ABCDEF'])
+  t.ok(Date.now() - started < 60_000, 'gave up after its retries')
 })
 
 t.test('a 200 page where JSON was expected (not a dropcode service): exit 7', async t => {

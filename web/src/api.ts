@@ -2,7 +2,7 @@
  * Requests to the service's upload endpoints. XMLHttpRequest rather than fetch: it reports
  * upload progress (fetch does not), which the progress bar, rate and ETA need.
  */
-import type { LimitsAnswer } from '../../src/api/answers.js'
+import { VERSION_HEADER, type LimitsAnswer } from '../../src/api/answers.js'
 import { parseRetryAfter } from '../../src/api/retry.js'
 
 export interface Answer {
@@ -12,6 +12,8 @@ export interface Answer {
   body: Record<string, unknown>
   /** Retry-After in ms, when the service sent one (409: the lease left of a lock in the way; 429, 503). */
   retryAfterMs: number | undefined
+  /** Whether the service gave the answer (it carries Dropcode-Version), not a proxy in between. */
+  fromService: boolean
 }
 
 /** A multipart field: a text value, or a file part with its filename. */
@@ -64,10 +66,10 @@ export function postForm (path: string, fields: Field[], key: string, options: P
     }
     // Once the body is sent the service answers at its own pace (completing can take minutes).
     xhr.upload.onload = () => clearTimeout(timer)
-    xhr.onload = () => done({ status: xhr.status, body: parseBody(xhr.responseText), retryAfterMs: parseRetryAfter(xhr.getResponseHeader('retry-after')) })
-    xhr.onerror = () => done({ status: 0, body: {}, retryAfterMs: undefined })
+    xhr.onload = () => done({ status: xhr.status, body: parseBody(xhr.responseText), retryAfterMs: parseRetryAfter(xhr.getResponseHeader('retry-after')), fromService: xhr.getResponseHeader(VERSION_HEADER) !== null })
+    xhr.onerror = () => done({ status: 0, body: {}, retryAfterMs: undefined, fromService: false })
     xhr.ontimeout = xhr.onerror
-    xhr.onabort = () => done(stalled ? { status: 0, body: {}, retryAfterMs: undefined } : undefined)
+    xhr.onabort = () => done(stalled ? { status: 0, body: {}, retryAfterMs: undefined, fromService: false } : undefined)
     signal?.addEventListener('abort', onAbort)
     watch()
     xhr.send(form)

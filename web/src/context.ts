@@ -91,7 +91,7 @@ export class Context {
 
   /** Waits after a transient failure: until online again, or the policy's wait (api/retry.ts). */
   async pause (answer: Answer): Promise<void> {
-    const { ms, spends } = retryWait(answer.status, answer.retryAfterMs, this.attempt)
+    const { ms, spends } = retryWait(answer, this.attempt)
     if (spends) this.attempt++
     const offline = answer.status === NO_ANSWER && !navigator.onLine
     this.noticeShown = true

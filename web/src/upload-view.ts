@@ -118,7 +118,7 @@ export class UploadView {
         this.limits = await fetchLimits()
       } catch {
         this.notice('Cannot reach the service to read its limits. Retrying…')
-        await sleep(retryWait(NO_ANSWER, undefined, attempt++).ms)
+        await sleep(retryWait({ status: NO_ANSWER, retryAfterMs: undefined, fromService: false }, attempt++).ms)
       }
     }
     if (attempt > 0) this.notice(undefined)
