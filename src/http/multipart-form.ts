@@ -13,17 +13,17 @@ import type { Static, TObject } from 'typebox'
 import { DropcodeError, isDropcodeError } from '../core/errors.js'
 import { parseFields } from './form-fields.js'
 
-export interface StoredFileHandler<T> {
-  /**
-   * Consumes the whole stream (or fails); called at most once per request, with the raw
-   * values of the schema's fields that came before the file.
-   */
-  store (stream: Readable, filename: string | undefined, fieldsBefore: Partial<Record<string, string>>): Promise<T>
-  /** Undoes `store` when the request fails afterwards. */
-  discard (stored: T): Promise<void>
-}
+/**
+ * Streams the file part into storage: consumes the whole stream (or fails); called at most once
+ * per request, with the raw values of the schema's fields that came before the file. What it
+ * stores stays pending (services/pending.ts) and is aborted when the request fails afterwards.
+ */
+export type StoreFile<T extends Abortable> = (stream: Readable, filename: string | undefined, fieldsBefore: Partial<Record<string, string>>) => Promise<T>
 
-export interface FormResult<S extends TObject, T> {
+/** Something stored that can be undone. */
+export interface Abortable { abort (): Promise<void> }
+
+export interface FormResult<S extends TObject, T extends Abortable> {
   /** The fields, checked against the schema (parse-fields.ts). */
   fields: Static<S>
   file: T | undefined
@@ -85,19 +85,20 @@ function parserError (err: unknown): DropcodeError {
 
 /** A form with text fields only (a file part is refused). */
 export const readFields = <S extends TObject>(req: FastifyRequest, schema: S) =>
-  readForm(req, '', schema, { store: async () => undefined, discard: async () => {} }).then(f => f.fields)
+  readForm<S, never>(req, '', schema, () => { throw new Error('unreachable: no file part is read') }).then(f => f.fields)
 
 /**
  * @param fileField name of the single file part expected (e.g. `file`); '' when none is
  * @param schema the text fields: others are ignored, duplicates are a 400, and the collected
- *   values are checked against it once the whole body is read (the stored file is discarded if
+ *   values are checked against it once the whole body is read (the stored file is aborted if
  *   they fail)
+ * @param store streams the file part into storage
  */
-export async function readForm<S extends TObject, T> (
+export async function readForm<S extends TObject, T extends Abortable> (
   req: FastifyRequest,
   fileField: string,
   schema: S,
-  handler: StoredFileHandler<T>
+  store: StoreFile<T>
 ): Promise<FormResult<S, T>> {
   const fields: Partial<Record<string, string>> = Object.create(null)
   const wanted = new Set<string>(Object.keys(schema.properties))
@@ -129,7 +130,7 @@ export async function readForm<S extends TObject, T> (
         let streamError: unknown
         part.file.once('error', (err: unknown) => { streamError = err })
         try {
-          file = await handler.store(part.file, part.filename, fields)
+          file = await store(part.file, part.filename, fields)
         } catch (err) {
           if (streamError !== undefined && !isDropcodeError(err)) throw parserError(streamError)
           throw err
@@ -147,7 +148,7 @@ export async function readForm<S extends TObject, T> (
     }
     return { fields: parseFields(schema, fields), file }
   } catch (err) {
-    if (file !== undefined) await handler.discard(file)
+    if (file !== undefined) await file.abort()
     throw err
   }
 }

@@ -39,25 +39,17 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> 
   }, async (req, reply) => {
     // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
     const ticket = await admitBody(req, reply, app.files.admit)
-    const form = await readForm(req, 'chunk', ChunkFields, {
-      store: async (stream, _filename, before) => {
-        // The chunk is streamed to its place as it arrives, so its session must be known first.
-        if (before.upload_id === undefined || before.chunk_index === undefined) {
-          throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
-        }
-        const { upload_id: id, chunk_index: index } = parseFields(ChunkFields, before)
-        return await app.sessions.receiveChunk(id, index, stream, req.keyId, declaredLength(req), ticket)
-      },
-      // The request failed after the chunk was stored (a second file, say): a 4xx records nothing.
-      discard: pending => pending.abort()
+    const form = await readForm(req, 'chunk', ChunkFields, async (stream, _filename, before) => {
+      // The chunk is streamed to its place as it arrives, so its session must be known first.
+      if (before.upload_id === undefined || before.chunk_index === undefined) {
+        throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
+      }
+      const { upload_id: id, chunk_index: index } = parseFields(ChunkFields, before)
+      return await app.sessions.receiveChunk(id, index, stream, req.keyId, declaredLength(req), ticket)
     }).finally(() => ticket?.release())
+    // A failure after the chunk was stored (a second file, say) aborted it: a 4xx records nothing.
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE', 'Missing chunk: send it as the multipart file field "chunk".')
-    const declared = form.fields.chunk_sha256?.toLowerCase()
-    if (declared !== undefined && declared !== form.file.sha256) {
-      await form.file.abort()
-      throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', `Chunk ${form.fields.chunk_index}'s SHA-256 differs from chunk_sha256; it was not stored: send it again.`, { declared_sha256: declared, sha256: form.file.sha256 })
-    }
-    const { received, total } = await form.file.commit()
+    const { received, total } = await form.file.commit({ sha256: form.fields.chunk_sha256?.toLowerCase() })
     return { success: true, received_chunks: received, total_chunks: total, chunk_index: form.fields.chunk_index }
   })
 

@@ -21,17 +21,11 @@ const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> }
   }, async (req, reply) => {
     // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
     const ticket = await admitBody(req, reply, app.files.admit)
-    const form = await readForm(req, 'file', Fields, {
-      store: (stream, filename) => app.files.receive(stream, filename, declaredLength(req), ticket),
-      discard: blob => app.files.discard(blob)
-    }).finally(() => ticket?.release())
+    const form = await readForm(req, 'file', Fields, (stream, filename) => app.files.receive(stream, filename, declaredLength(req), ticket))
+      .finally(() => ticket?.release())
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE')
     const { max_downloads: maxDownloads, expiry_hours: expiryHours, sha256 } = form.fields
-    if (sha256 !== undefined && sha256.toLowerCase() !== form.file.sha256) {
-      await app.files.discard(form.file)
-      throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', undefined, { declared_sha256: sha256.toLowerCase(), sha256: form.file.sha256 })
-    }
-    const file = await app.files.publish(form.file, { maxDownloads: maxDownloads!, expiryHours: expiryHours! })
+    const file = await form.file.commit({ maxDownloads: maxDownloads!, expiryHours: expiryHours!, sha256: sha256?.toLowerCase() })
     req.log.info({ size: file.size, maxDownloads, expiryHours }, 'file uploaded')
     return { code: file.code, size: file.size, sha256: file.sha256 }
   })

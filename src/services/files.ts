@@ -40,6 +40,7 @@ import { ByteCounter, Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, FileStore } from '../state/index.js'
 import type { InFlight } from './in-flight.js'
+import { checkDigest, type Pending } from './pending.js'
 import type { RefundQueue } from './refunds.js'
 
 const HOUR = 3_600_000
@@ -66,6 +67,14 @@ export interface StoredBlob {
   /** SHA-256 of the stored bytes, hex. */
   sha256: string
   filename: string
+}
+
+/** What a published file's record takes from its upload's fields. */
+export interface PublishSettings { maxDownloads: number, expiryHours: number }
+
+/** An upload stored under `blobKey`, published by `commit` (pending.ts). */
+export interface PendingFile extends Pending<FileRecord, PublishSettings> {
+  readonly blobKey: string
 }
 
 export interface Download {
@@ -172,7 +181,8 @@ export function createFileService (opts: FileServiceOptions) {
     else if (neededUntil < file.retainUntil) await cleanup.schedule(file.blobKey, neededUntil)
   }
 
-  async function receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
+  /** Streams an upload into a new object (in the cleanup index before its first byte), hashing it. */
+  async function store (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
     const key = newBlobKey()
     try {
       await cleanup.schedule(key, now() + opts.uploadTimeoutMs)
@@ -190,6 +200,67 @@ export function createFileService (opts: FileServiceOptions) {
       await dropBlob(key)
       throw err
     }
+  }
+
+  /** Registers a stored object under a fresh code; deletes the object if that fails. */
+  async function publish (blob: StoredBlob, settings: PublishSettings, kind: 'single' | 'chunked' = 'single'): Promise<FileRecord> {
+    const createdAt = now()
+    const expiresAt = createdAt + settings.expiryHours * HOUR
+    let drawn: FileRecord | undefined
+    try {
+      for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
+        const file: FileRecord = drawn = {
+          code: newCode(),
+          blobKey: blob.key,
+          filename: blob.filename,
+          contentType: contentTypeFor(blob.filename),
+          size: blob.size,
+          sha256: blob.sha256,
+          maxDownloads: settings.maxDownloads,
+          downloads: 0,
+          createdAt,
+          expiresAt,
+          retainUntil: expiresAt + opts.graceMs
+        }
+        await cleanup.schedule(blob.key, now() + PUBLISH_WINDOW_MS, pendingOwner(file.code))
+        if (await files.create(file, createdAt)) {
+          if (!await cleanup.confirm(blob.key, file.retainUntil, file.code)) {
+            throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: new Error('publish given up by a sweeper before it was confirmed') })
+          }
+          metrics.uploaded(kind, file.size)
+          return file
+        }
+        // A collision wrote nothing; the pending owner it left is given up with the key.
+        log.warn({ attempt }, 'download code collision; drawing another')
+      }
+      throw new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: new Error('no free download code after several draws') })
+    } catch (err) {
+      if (drawn === undefined) await dropBlob(blob.key)
+      else await abandonPublish(blob.key, drawn.code, drawn.retainUntil)
+      throw err
+    }
+  }
+
+  /** Stores an upload's bytes, pending until the route has read the rest of its form. */
+  async function receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<PendingFile> {
+    const blob = await store(body, rawFilename, maxLength, ticket)
+    let settled = false
+    const pending: PendingFile = {
+      blobKey: blob.key,
+      sha256: blob.sha256,
+      size: blob.size,
+      async abort () {
+        if (settled) return
+        settled = true
+        await dropBlob(blob.key)
+      },
+      async commit ({ sha256, ...settings }) {
+        await checkDigest(pending, sha256)
+        settled = true // a failed publish gives up its object itself
+        return await publish(blob, settings)
+      }
+    }
+    return pending
   }
 
   /** The claim's window after a cut: resumable until then (never past the record's retention). */
@@ -265,54 +336,20 @@ export function createFileService (opts: FileServiceOptions) {
     admit: opts.blobs.admit?.bind(opts.blobs),
 
     /**
-     * Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it.
-     * `maxLength`: an upper bound of its length if known (the request's Content-Length);
-     * `ticket`: the upload's admission at the store's gate (`BlobStore.admit`), if any.
+     * Streams an upload body into a new object, enforcing MAX_FILE_SIZE and hashing it; the
+     * route then commits it (checked against a declared SHA-256, published under a fresh code)
+     * or aborts it. `maxLength`: an upper bound of its length if known (the request's
+     * Content-Length); `ticket`: the upload's admission at the store's gate (`BlobStore.admit`),
+     * if any.
      */
-    receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
+    receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<PendingFile> {
       return opts.inFlight.track(receive(body, rawFilename, maxLength, ticket))
     },
 
+    /** Deletes a stored object that will not be published (a session whose digest differs). */
     discard: (blob: StoredBlob) => dropBlob(blob.key),
 
-    /** Registers a stored object under a fresh code; deletes the object if that fails. */
-    async publish (blob: StoredBlob, settings: { maxDownloads: number, expiryHours: number }, kind: 'single' | 'chunked' = 'single'): Promise<FileRecord> {
-      const createdAt = now()
-      const expiresAt = createdAt + settings.expiryHours * HOUR
-      let drawn: FileRecord | undefined
-      try {
-        for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
-          const file: FileRecord = drawn = {
-            code: newCode(),
-            blobKey: blob.key,
-            filename: blob.filename,
-            contentType: contentTypeFor(blob.filename),
-            size: blob.size,
-            sha256: blob.sha256,
-            maxDownloads: settings.maxDownloads,
-            downloads: 0,
-            createdAt,
-            expiresAt,
-            retainUntil: expiresAt + opts.graceMs
-          }
-          await cleanup.schedule(blob.key, now() + PUBLISH_WINDOW_MS, pendingOwner(file.code))
-          if (await files.create(file, createdAt)) {
-            if (!await cleanup.confirm(blob.key, file.retainUntil, file.code)) {
-              throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: new Error('publish given up by a sweeper before it was confirmed') })
-            }
-            metrics.uploaded(kind, file.size)
-            return file
-          }
-          // A collision wrote nothing; the pending owner it left is given up with the key.
-          log.warn({ attempt }, 'download code collision; drawing another')
-        }
-        throw new DropcodeError('DROPCODE_INTERNAL', undefined, undefined, { cause: new Error('no free download code after several draws') })
-      } catch (err) {
-        if (drawn === undefined) await dropBlob(blob.key)
-        else await abandonPublish(blob.key, drawn.code, drawn.retainUntil)
-        throw err
-      }
-    },
+    publish,
 
     /** A live file, without claiming a download (HEAD). */
     async lookup (code: string): Promise<FileRecord> {

@@ -7,7 +7,8 @@
  *   writing before the lease runs out. A failed attempt forgets the index (it may have
  *   overwritten the earlier data), so verify reports it missing and the client resends;
  * - a chunk is recorded only once its whole request was read and accepted (two steps:
- *   `receiveChunk` stores, `commit` records), so a request answered with an error records nothing;
+ *   `receiveChunk` stores, its pending chunk's `commit` checks a declared digest and records;
+ *   pending.ts), so a request answered with an error records nothing;
  * - completion is claimed atomically (one completer per session, others get 409), checks for
  *   missing chunks and the file-size limit, assembles the object, publishes it under a code, and
  *   ends the session; a repeated complete answers the same code. Its lease is as short as a
@@ -35,6 +36,7 @@ import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, CompletedSession, SessionStore } from '../state/index.js'
 import type { FileService } from './files.js'
 import type { InFlight } from './in-flight.js'
+import { checkDigest, type Pending } from './pending.js'
 import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
 
 export interface SessionServiceOptions {
@@ -72,15 +74,8 @@ export interface SessionSettings {
   chunkSize?: number | undefined
 }
 
-/** A chunk stored but not yet recorded: `commit` records it, `abort` forgets it. */
-export interface PendingChunk {
-  /** SHA-256 of the chunk's bytes as they arrived, hex. */
-  readonly sha256: string
-  /** Bytes. */
-  readonly size: number
-  commit (): Promise<{ received: number, total: number }>
-  abort (): Promise<void>
-}
+/** A chunk stored but not yet recorded (pending.ts): `commit` records it, `abort` forgets it. */
+export type PendingChunk = Pending<{ received: number, total: number }>
 
 export type SessionStatus =
   | SessionView & { completed: false }
@@ -135,7 +130,7 @@ export function createSessionService (opts: SessionServiceOptions) {
     const stored = await storeChunk(lock, body, maxLength, ticket)
     const { session } = lock
     let settled = false
-    return {
+    const pending: PendingChunk = {
       sha256: stored.record.sha256,
       size: stored.record.size,
       async abort () {
@@ -146,12 +141,14 @@ export function createSessionService (opts: SessionServiceOptions) {
         await discard(session.blobKey, session.handle, stored.record)
         await lock.abort()
       },
-      async commit () {
+      async commit ({ sha256 }) {
+        await checkDigest(pending, sha256, `Chunk ${index}'s SHA-256 differs from chunk_sha256; it was not stored: send it again.`)
         settled = true
         stored.stopLock()
         return await commitChunk(lock, stored)
       }
     }
+    return pending
   }
 
   /** A chunk index locked for one request: `token` names the lock, `abort()` releases it. */

@@ -25,8 +25,8 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     const { app, config } = await startApp(t, testConfig(t, pair, { redis, s3 }), { now: () => clock })
     const { files, cleanup } = app.state
     const blob = await app.files.receive(Readable.from([Buffer.from('never answered')]), 'n.txt')
-    const file = fileRecord(clock, { blobKey: blob.key, size: blob.size, sha256: blob.sha256 })
-    await cleanup.schedule(blob.key, clock + PUBLISH_WINDOW_MS, pendingOwner(file.code))
+    const file = fileRecord(clock, { blobKey: blob.blobKey, size: blob.size, sha256: blob.sha256 })
+    await cleanup.schedule(blob.blobKey, clock + PUBLISH_WINDOW_MS, pendingOwner(file.code))
     t.equal(await files.create(file, clock), true)
     // ... and the instance dies here.
 
@@ -35,6 +35,6 @@ for (const pair of ['fs+local', 's3+redis'] as DriverPair[]) {
     t.same(await app.sweeper.sweepOnce(), { deleted: 1, failed: 0 })
     t.same(await files.lookup(file.code, clock), { ok: false, reason: 'unknown' }, 'the record is retracted')
     t.same(await listStored(config), [], 'and its object deleted')
-    t.equal(await cleanup.confirm(blob.key, file.retainUntil, file.code), false, 'a late confirm fails: the code is never answered')
+    t.equal(await cleanup.confirm(blob.blobKey, file.retainUntil, file.code), false, 'a late confirm fails: the code is never answered')
   })
 }
