@@ -62,8 +62,8 @@ export interface ErrorAnswer {
 /** POST /upload, and POST /upload/complete. */
 export interface UploadAnswer {
   code: string
-  size?: number
-  sha256?: string
+  size: number
+  sha256: string
 }
 
 /** POST /upload/start. */

@@ -80,6 +80,13 @@ export interface BlobStore {
   admit?: (maxLength: number | undefined, signal: AbortSignal) => Promise<UploadTicket>
 }
 
+/** A BlobStore as its driver opened it, with a `close` for the driver's client. */
+export interface OpenedBlobStore {
+  store: BlobStore
+  /** Releases the driver's client. */
+  close (): Promise<void>
+}
+
 /** An upload admitted by `BlobStore.admit`. `release()` (idempotent) when the upload is over, used or not. */
 export interface UploadTicket { release (): void }
 

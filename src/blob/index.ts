@@ -1,63 +1,18 @@
 /**
- * The one place that picks a BlobStore driver (STORAGE_DRIVER). It builds the driver's client
- * and hands back a `close` for it; nothing else branches on the backend.
+ * The one place that picks a BlobStore driver (STORAGE_DRIVER): the filesystem (fs-store.ts) or
+ * S3 (s3/store.ts, whose client s3/client.ts builds). Nothing else branches on the backend.
  */
-import { S3Client } from '@aws-sdk/client-s3'
-import { NodeHttpHandler } from '@smithy/node-http-handler'
+import type { S3Client } from '@aws-sdk/client-s3'
 import type { StorageConfig } from '../config.js'
-import type { BlobStore } from './blob-store.js'
+import type { OpenedBlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
-import { createS3BlobStore } from './s3/store.js'
+import { openS3BlobStore } from './s3/store.js'
 
-export type { BlobStore, ChunkReceipt, UploadTicket } from './blob-store.js'
+export type { BlobStore, ChunkReceipt, OpenedBlobStore, UploadTicket } from './blob-store.js'
 export { BlobNotFoundError } from './blob-store.js'
-
-/** Builds an S3 client from the storage settings (also used by tests and benchmarks). */
-export function createS3Client (config: Extract<StorageConfig, { driver: 's3' }>): S3Client {
-  const checksum = config.checksumMode === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED'
-  return new S3Client({
-    region: config.region,
-    ...(config.endpoint !== undefined ? { endpoint: config.endpoint } : {}),
-    ...(config.credentials !== undefined ? { credentials: config.credentials } : {}),
-    forcePathStyle: config.forcePathStyle,
-    requestChecksumCalculation: checksum,
-    responseChecksumValidation: checksum,
-    // Fail over quickly; the caller answers 503 and the client retries.
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({
-      connectionTimeout: 5_000, // ms to establish a connection
-      // ms a socket may stay idle mid-request (not a whole-request deadline: a part upload or a
-      // long download keeps it alive by moving bytes). A stuck endpoint fails the request.
-      requestTimeout: 60_000,
-      // No cap of our own on sockets to S3: each download holds one for as long as its reader
-      // reads, so any cap (the SDK's default is 50) lets readers that stop reading queue every
-      // other S3 request of the instance, uploads included. The transfer slots (plugins/
-      // overload.ts) and the part memory (blob/s3/parts.ts) bound how many are open.
-      httpAgent: { keepAlive: true, maxSockets: Infinity }
-    })
-  })
-}
-
-export interface OpenedBlobStore {
-  store: BlobStore
-  /** Releases the driver's client. */
-  close (): Promise<void>
-}
+export { createS3Client } from './s3/client.js'
 
 export async function openBlobStore (config: StorageConfig, options: { s3Client?: S3Client } = {}): Promise<OpenedBlobStore> {
-  if (config.driver === 's3') {
-    const client = options.s3Client ?? createS3Client(config)
-    const store = createS3BlobStore({
-      client,
-      bucket: config.bucket,
-      prefix: config.prefix,
-      partSize: config.partSize,
-      queueSize: config.queueSize,
-      uploadMemory: config.uploadMemory,
-      createBucket: config.createBucket,
-      endpoint: config.endpoint
-    })
-    return { store, close: async () => { if (options.s3Client === undefined) client.destroy() } }
-  }
+  if (config.driver === 's3') return openS3BlobStore(config, options.s3Client)
   return { store: createFsBlobStore({ dir: config.dir }), close: async () => {} }
 }

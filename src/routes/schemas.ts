@@ -78,8 +78,8 @@ export function multipartBody<T extends TProperties> (fields: TObject<T>, file?:
 
 export const UploadResponse = Type.Object({
   code: Type.String({ pattern: '^[A-Za-z0-9]{6}$', description: '6-character download code.' }),
-  size: Type.Optional(Type.Integer({ description: 'Bytes stored.' })),
-  sha256: Type.Optional(Type.String({ description: 'SHA-256 of the bytes stored, computed by the service, hex.' }))
+  size: Type.Integer({ description: 'Bytes stored.' }),
+  sha256: Type.String({ description: 'SHA-256 of the bytes stored, computed by the service, hex.' })
 })
 export const StartResponse = Type.Object({ upload_id: Type.String() })
 export const ChunkResponse = Type.Object({
@@ -99,7 +99,7 @@ export const VerifyResponse = Type.Object({
   chunks: Type.Array(Type.Object({
     index: Type.Integer(),
     size: Type.Integer({ description: 'Bytes.' }),
-    sha256: Type.String({ description: 'SHA-256 of the chunk as stored, hex (empty for chunks received by dropcode 0.1).' })
+    sha256: Type.String({ description: 'SHA-256 of the chunk as stored, hex.' })
   }), { description: 'Every received chunk, by index (of a completed session: the chunks it was assembled from).' }),
   completed: Type.Boolean({ description: 'true once the session completed: code, size and sha256 follow, as a repeated complete answers them.' }),
   code: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9]{6}$', description: 'The completed session\'s download code (the file may since have expired, been deleted or used up).' })),

@@ -382,7 +382,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       const started = await sessions.beginCompletion(id, now(), now() + lockMs, keyId, token, ttl)
       if (started.status === 'done') {
         const { result } = started
-        if (sha256Expected !== undefined && result.sha256 !== undefined && result.sha256 !== sha256Expected) {
+        if (sha256Expected !== undefined && result.sha256 !== sha256Expected) {
           throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'This session was completed already, as a file whose SHA-256 differs from the one sent.', { declared_sha256: sha256Expected, sha256: result.sha256 })
         }
         return result

@@ -21,12 +21,12 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { BlobStore } from '../blob/index.js'
 import type { Metrics } from '../metrics.js'
 import type { Owner } from '../core/model.js'
-import type { CleanupIndex, FileStore, SessionStore } from '../state/index.js'
+import type { CleanupIndex, FileStore, SessionRecords } from '../state/index.js'
 
 export interface SweeperOptions {
   blobs: BlobStore
   files: FileStore
-  sessions: SessionStore
+  sessions: Pick<SessionRecords, 'objectNeededUntil'>
   cleanup: CleanupIndex
   log: FastifyBaseLogger
   metrics: Metrics

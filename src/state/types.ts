@@ -161,10 +161,10 @@ export type CompletionStart =
 /** What a completed session produced, answered again to repeated completes. */
 export interface CompletedFile {
   code: string
-  /** Bytes; absent for sessions completed by dropcode 0.1. */
-  size?: number
-  /** Hex; absent for sessions completed by dropcode 0.1. */
-  sha256?: string
+  /** Bytes. */
+  size: number
+  /** Hex. */
+  sha256: string
 }
 
 /**
@@ -180,14 +180,14 @@ export interface CompletedSession {
 }
 
 /**
- * Chunked upload sessions, their chunk records and per-chunk upload locks.
+ * Chunked upload sessions and their chunk records.
  *
  * A session belongs to the key that opened it (`session.keyId`): methods that take a `keyId`
  * answer a session of another key exactly as an unknown one, and change nothing. Each key has
  * a bounded number of places for open sessions (`reserve`); a session holds its place until it
  * is finished, removed or idle past its expiry.
  */
-export interface SessionStore {
+export interface SessionRecords {
   /**
    * Takes one of `max` places for open sessions of `keyId`, for session `id`, until `until`
    * (its idle expiry; the session's own refreshes move it). Places of sessions that are gone or
@@ -206,47 +206,8 @@ export interface SessionStore {
   /** A live session and its chunks, or null. Ownership is the caller's to check (`ownedBy`). */
   get (id: string, now: number): Promise<SessionView | null>
 
-  /**
-   * Takes the upload lock of chunk `index` for `token` until `lockUntil` and refreshes the
-   * session's TTL. Fails while the session completes or another live lock holds the index;
-   * `unknown` for a session of another key than `keyId`.
-   */
-  beginChunk (id: string, index: number, token: string, lockUntil: number, now: number, ttlMs: number, keyId: string): Promise<ChunkStart>
-
-  /** Extends a lock held by `token` (heartbeat). @returns false when the lock is no longer held */
-  extendChunk (id: string, index: number, token: string, lockUntil: number, now: number): Promise<boolean>
-
-  /**
-   * Releases `token`'s lock after a failed upload and forgets any earlier record of the index
-   * (the failed attempt may have overwritten its data), so verify lists it as missing.
-   * @returns the forgotten record, for the caller to discard
-   */
-  abortChunk (id: string, index: number, token: string, now: number): Promise<ChunkRecord | null>
-
-  /** Records chunk `index` (replacing an earlier record) if `token` still holds its lock, and releases the lock. */
-  commitChunk (id: string, index: number, token: string, chunk: ChunkRecord, now: number, ttlMs: number): Promise<ChunkCommit>
-
   /** Sets the session's layout unless one is set (`wanted` undefined: only reads it). */
   settleLayout (id: string, wanted: string | undefined, now: number): Promise<string | undefined>
-
-  /**
-   * Starts completing, atomically: one caller (`token`) gets `open` (with the chunks) until it
-   * finishes, releases, or its lease (`leaseUntil`, renewed by `extendCompletion`) runs out; no
-   * chunk may start meanwhile. The session's idle expiry moves to at least `leaseUntil + ttlMs`
-   * (idle counts from the lease's end), so it cannot expire under a completion, nor before
-   * another can take over a dead one. A session (or a finished one's result)
-   * of another key than `keyId` is `unknown`.
-   */
-  beginCompletion (id: string, now: number, leaseUntil: number, keyId: string, token: string, ttlMs: number): Promise<CompletionStart>
-
-  /**
-   * Renews `token`'s completion lease to `leaseUntil` (heartbeat), moving the idle expiry as
-   * beginCompletion does. @returns false when the lease is no longer `token`'s (or ran out)
-   */
-  extendCompletion (id: string, token: string, leaseUntil: number, now: number, ttlMs: number): Promise<boolean>
-
-  /** Gives up `token`'s completion (the session stays open); another holder's is left alone. */
-  releaseCompletion (id: string, now: number, token: string): Promise<void>
 
   /**
    * Ends a completed session (freeing its place); repeated completes answer `result`, and
@@ -267,7 +228,59 @@ export interface SessionStore {
 
   /** Until when a live session needs its object (its idle expiry), or null. */
   objectNeededUntil (id: string, now: number): Promise<number | null>
+
 }
+
+/**
+ * The leases on a session: a chunk index's upload lock while a request streams it, and the
+ * completion lease of the one request that completes it. Each step that takes, renews or gives up
+ * a lease also reads or writes the session's records in the same atomic step (a chunk is recorded
+ * only while its lock is still held; completion starts only with no chunk locked and reads the
+ * chunks it assembles), so one driver object implements both ports over the same keys.
+ */
+export interface SessionLeases {
+  /**
+   * Takes the upload lock of chunk `index` for `token` until `lockUntil` and refreshes the
+   * session's TTL. Fails while the session completes or another live lock holds the index;
+   * `unknown` for a session of another key than `keyId`.
+   */
+  beginChunk (id: string, index: number, token: string, lockUntil: number, now: number, ttlMs: number, keyId: string): Promise<ChunkStart>
+
+  /** Extends a lock held by `token` (heartbeat). @returns false when the lock is no longer held */
+  extendChunk (id: string, index: number, token: string, lockUntil: number, now: number): Promise<boolean>
+
+  /**
+   * Releases `token`'s lock after a failed upload and forgets any earlier record of the index
+   * (the failed attempt may have overwritten its data), so verify lists it as missing.
+   * @returns the forgotten record, for the caller to discard
+   */
+  abortChunk (id: string, index: number, token: string, now: number): Promise<ChunkRecord | null>
+
+  /** Records chunk `index` (replacing an earlier record) if `token` still holds its lock, and releases the lock. */
+  commitChunk (id: string, index: number, token: string, chunk: ChunkRecord, now: number, ttlMs: number): Promise<ChunkCommit>
+
+  /**
+   * Starts completing, atomically: one caller (`token`) gets `open` (with the chunks) until it
+   * finishes, releases, or its lease (`leaseUntil`, renewed by `extendCompletion`) runs out; no
+   * chunk may start meanwhile. The session's idle expiry moves to at least `leaseUntil + ttlMs`
+   * (idle counts from the lease's end), so it cannot expire under a completion, nor before
+   * another can take over a dead one. A session (or a finished one's result)
+   * of another key than `keyId` is `unknown`.
+   */
+  beginCompletion (id: string, now: number, leaseUntil: number, keyId: string, token: string, ttlMs: number): Promise<CompletionStart>
+
+  /**
+   * Renews `token`'s completion lease to `leaseUntil` (heartbeat), moving the idle expiry as
+   * beginCompletion does. @returns false when the lease is no longer `token`'s (or ran out)
+   */
+  extendCompletion (id: string, token: string, leaseUntil: number, now: number, ttlMs: number): Promise<boolean>
+
+  /** Gives up `token`'s completion (the session stays open); another holder's is left alone. */
+  releaseCompletion (id: string, now: number, token: string): Promise<void>
+}
+
+/** A driver's sessions: their records and their leases (one object: see SessionLeases). */
+export interface SessionStore extends SessionRecords, SessionLeases {}
 
 /** Fixed-window counters (rate limits), the shape of @fastify/rate-limit's stores. */
 export interface CounterStore {

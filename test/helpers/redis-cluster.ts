@@ -11,6 +11,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { freePort } from './ports.js'
+import { untilOk } from './until.js'
 
 const run = promisify(execFile)
 const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null
@@ -153,15 +154,4 @@ async function probe (port: number, password: string | undefined, ...command: st
   }
 }
 
-async function until (check: () => Promise<unknown>, what: string, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (true) {
-    try {
-      await check()
-      return
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what}: not ready after ${ms} ms: ${String(err)}`)
-      await new Promise(resolve => setTimeout(resolve, 50))
-    }
-  }
-}
+const until = (check: () => Promise<unknown>, what: string, ms = 15_000) => untilOk(check, ms, what)

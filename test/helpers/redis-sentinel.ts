@@ -15,6 +15,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { Redis } from 'ioredis'
 import { freePort } from './ports.js'
+import { untilOk } from './until.js'
 
 export interface TestRedisSentinel {
   primaryPort: number
@@ -88,14 +89,7 @@ export async function startRedisSentinel (): Promise<TestRedisSentinel> {
     const c = await node(port)
     try { return await c.call(command[0]!, ...command.slice(1)) } finally { c.disconnect() }
   }
-  const until = async (check: () => Promise<boolean>, what: string, ms = 15_000) => {
-    const deadline = Date.now() + ms
-    while (true) {
-      if (await check().catch(() => false)) return
-      if (Date.now() > deadline) throw new Error(`${what}: not after ${ms} ms`)
-      await new Promise(resolve => setTimeout(resolve, 50))
-    }
-  }
+  const until = (check: () => Promise<boolean>, what: string, ms = 15_000) => untilOk(check, ms, what)
 
   try {
     server('primary', ['--port', String(primaryPort)])

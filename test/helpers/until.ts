@@ -11,3 +11,22 @@ export async function until (check: () => boolean | Promise<boolean>, ms = 10_00
     await new Promise(resolve => setTimeout(resolve, every))
   }
 }
+
+/**
+ * Like `until`, for checks that fail by throwing (a server not up yet, a command refused):
+ * resolves once `check` neither throws nor answers false; the last error is in the timeout's
+ * message.
+ */
+export async function untilOk (check: () => Promise<unknown>, ms = 15_000, what = 'condition', every = 50): Promise<void> {
+  const deadline = Date.now() + ms
+  for (;;) {
+    let last: unknown
+    try {
+      if (await check() !== false) return
+    } catch (err) {
+      last = err
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}${last !== undefined ? `: ${String(last)}` : ''}`)
+    await new Promise(resolve => setTimeout(resolve, every))
+  }
+}

@@ -25,9 +25,11 @@
  * s3:CreateBucket only when S3_CREATE_BUCKET=true and the bucket may be missing.
  */
 import type { S3Client } from '@aws-sdk/client-s3'
+import type { StorageConfig } from '../../config.js'
 import { StartupError } from '../../core/errors.js'
 import { isBlobKey } from '../../core/ids.js'
-import type { BlobStore } from '../blob-store.js'
+import type { BlobStore, OpenedBlobStore } from '../blob-store.js'
+import { createS3Client } from './client.js'
 import { createS3Api } from './api.js'
 import { createS3Chunks } from './chunks.js'
 import { ticketOf } from './parts.js'
@@ -47,6 +49,22 @@ export interface S3BlobStoreOptions {
   createBucket: boolean
   /** For messages only. */
   endpoint?: string | undefined
+}
+
+/** The S3 driver for the storage settings, over `client` (kept open by `close`) or one of its own. */
+export function openS3BlobStore (config: Extract<StorageConfig, { driver: 's3' }>, client?: S3Client): OpenedBlobStore {
+  const own = client ?? createS3Client(config)
+  const store = createS3BlobStore({
+    client: own,
+    bucket: config.bucket,
+    prefix: config.prefix,
+    partSize: config.partSize,
+    queueSize: config.queueSize,
+    uploadMemory: config.uploadMemory,
+    createBucket: config.createBucket,
+    endpoint: config.endpoint
+  })
+  return { store, close: async () => { if (client === undefined) own.destroy() } }
 }
 
 export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {

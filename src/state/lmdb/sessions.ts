@@ -12,11 +12,7 @@ import type { LmdbEnv, StoredDone, StoredSession } from './env.js'
 
 const MAX_INDEX = 1e9
 
-const resultOf = (d: StoredDone): CompletedFile => ({
-  code: d.code,
-  ...(d.size !== undefined ? { size: d.size } : {}),
-  ...(d.sha256 !== undefined ? { sha256: d.sha256 } : {})
-})
+const resultOf = (d: StoredDone): CompletedFile => ({ code: d.code, size: d.size, sha256: d.sha256 })
 
 export interface LmdbSessionOptions {
   /** Most file records and session places held at once (DROPCODE_STATE_FULL beyond). */

@@ -30,7 +30,7 @@
  * own: a lost move frees the place early (at the expiry it had before), a lost free keeps it
  * until the session's last idle expiry.
  *
- * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in ../index.ts): nothing here crosses a
+ * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in connect.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
  * to slots spread over the masters); nothing SCANs.
  * `sessions.get` is a MULTI over two keys of one tag. The prefix stays outside the braces, so it
@@ -243,7 +243,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     },
     async beginCompletion (id, now, leaseUntil, keyId, token, ttlMs) {
       const [status, a, b, c] = await guard(() => r.dcCompleteBegin(...sessionKeys(id), doneKey(id), now, leaseUntil, keyId, token, leaseUntil + ttlMs))
-      if (status === 'done') return { status, result: { code: a as string, ...(b !== '' ? { size: Number(b) } : {}), ...(c !== '' ? { sha256: c! } : {}) } }
+      if (status === 'done') return { status, result: { code: a as string, size: Number(b), sha256: c! } }
       if (status === 'busy') return { status, until: Number(a) }
       if (status !== 'open') return { status: 'unknown' }
       const session = toSession(a as string[])
@@ -260,7 +260,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       await guard(() => r.dcCompleteRelease(sessionKeys(id)[0], token))
     },
     async finish (id, result, now, doneTtlMs) {
-      await free(await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size ?? '', result.sha256 ?? '')), id)
+      await free(await guard(() => r.dcSessionFinish(...sessionKeys(id), doneKey(id), now + doneTtlMs, result.code, result.size, result.sha256)), id)
     },
     async completed (id, now) {
       const d = await guard(() => client.hgetall(doneKey(id)))
@@ -280,7 +280,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
           ...(d.keyId !== undefined && d.keyId !== '' ? { keyId: d.keyId } : {})
         },
         chunks,
-        result: { code: d.code!, ...(d.size !== undefined && d.size !== '' ? { size: Number(d.size) } : {}), ...(d.sha256 !== undefined && d.sha256 !== '' ? { sha256: d.sha256 } : {}) }
+        result: { code: d.code!, size: Number(d.size), sha256: d.sha256! }
       }
     },
     async remove (id) {

@@ -26,6 +26,8 @@ export function sessionRecord (now: number, over: Partial<UploadSession> = {}): 
 }
 
 const chunk = (size: number, tag = 'x'): ChunkRecord => ({ size, sha256: tag.padEnd(64, '0'), receipt: JSON.stringify({ tag, size }) })
+/** SHA-256 of no bytes. */
+const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'
 
 export function sessionStoreContract (t: Test, open: OpenBackend) {
   const now = Date.now()
@@ -153,11 +155,11 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
 
     const { keyId: _keyId, ...older } = sessionRecord(now, { totalChunks: 1 })
     await sessions.create(older, now, TTL)
-    await sessions.finish(older.id, { code: 'XyZ789' }, now, 60_000)
+    await sessions.finish(older.id, { code: 'XyZ789', size: 0, sha256: EMPTY_SHA256 }, now, 60_000)
     t.same(await sessions.completed(older.id, now), {
       session: { id: older.id, filename: older.filename, totalChunks: 1, maxDownloads: 2, expiryHours: 5 },
       chunks: new Map(),
-      result: { code: 'XyZ789' }
+      result: { code: 'XyZ789', size: 0, sha256: EMPTY_SHA256 }
     }, 'a session without a key or chunks, a result without size or digest')
   })
 
@@ -266,7 +268,7 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     await sessions.release(KEY, held[8]!)
     t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a released place is free')
     t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), false, 'and taken again')
-    await sessions.finish(made[0]!.id, { code: 'AbC123' }, now, 60_000)
+    await sessions.finish(made[0]!.id, { code: 'AbC123', size: 0, sha256: EMPTY_SHA256 }, now, 60_000)
     t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a finished session\'s place is free')
     await sessions.remove(made[1]!.id)
     t.equal(await sessions.reserve(KEY, fresh(), now + TTL, now, 10), true, 'a removed session\'s place is free')
