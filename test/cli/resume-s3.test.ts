@@ -1,0 +1,10 @@
+import t from 'tap'
+import { testEnv } from '../helpers/app.js'
+import { startRedis } from '../helpers/redis-server.js'
+import { startS3 } from '../helpers/s3.js'
+import { cliResumeSuite } from './resume.js'
+
+const [redis, s3] = await Promise.all([startRedis(), startS3()])
+t.teardown(async () => { await redis.stop(); await s3.stop() })
+t.comment(`S3 endpoint: ${s3.kind}`)
+await cliResumeSuite(t, testEnv(t, 's3+redis', { redis, s3 }, { LOG_LEVEL: 'warn' }))

@@ -1,0 +1,8 @@
+import t from 'tap'
+import { startRedis } from '../../helpers/redis-server.js'
+import { startS3 } from '../../helpers/s3.js'
+import { instanceCrashSuite } from './instance-crash.js'
+
+const [redis, s3] = await Promise.all([startRedis(), startS3()])
+t.teardown(async () => { await redis.stop(); await s3.stop() })
+instanceCrashSuite(t, 's3+redis', { redis, s3 })
