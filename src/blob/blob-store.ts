@@ -31,7 +31,8 @@ export interface BlobStore {
   purge (key: string): Promise<void>
 
   /**
-   * Opens a chunked upload into `key`; the returned handle is kept in the session. `chunkSize`:
+   * Opens a chunked upload into `key`; the returned handle (opaque to the service: the driver's
+   * own name for the upload, S3's UploadId, say) is kept in the session. `chunkSize`:
    * the session's declared chunk size (every chunk but the last holds exactly that many bytes),
    * which lets a driver store each chunk in place at its offset.
    */
@@ -111,7 +112,10 @@ export interface ChunkInput {
   chunkSize?: number | undefined
   /**
    * The session's storage layout, settled atomically across instances: sets it to `wanted`
-   * unless already set and returns the layout in force (`undefined` only reads).
+   * unless already set and returns the layout in force (`undefined` only reads). Opaque to the
+   * service, kept in the session's state; for a driver that stores one session in more than one
+   * way (S3: parts of a multipart upload, or chunk objects when the chunks are smaller than a
+   * part) and must choose once, whichever instance receives the first chunk. Others ignore it.
    */
   settleLayout (wanted: string | undefined): Promise<string | undefined>
 }
