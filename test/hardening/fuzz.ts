@@ -23,7 +23,7 @@ import fc from 'fast-check'
 import type { Test } from 'tap'
 import { API_KEY, type RunningApp } from '../helpers/app.js'
 import { startSession } from '../helpers/chunks.js'
-import { listStored } from '../helpers/storage.js'
+import { describeStored, listStored } from '../helpers/storage.js'
 import { BOUNDARY, json, Multipart, send, storageState, type RawResponse } from './raw.js'
 
 /** Starts the app under test, on the drivers of the file that runs the suite. */
@@ -122,17 +122,6 @@ function check (ok: boolean, what: string, res: RawResponse) {
   if (!ok) throw new Error(`${what}: ${res.status} ${res.body.toString().slice(0, 300)}`)
 }
 
-/**
- * What one stored item is (listStored's names): a whole `object`, a `chunk` (fs: a chunk file;
- * S3: a chunk object) or an `unfinished` multipart upload (S3), with the 32-hex object key it
- * belongs to; `key` undefined for anything else.
- */
-function classify (item: string): { key: string | undefined, kind: 'object' | 'chunk' | 'unfinished' | 'other' } {
-  const m = /^(?:[0-9a-f]{2}\/|unfinished:)?([0-9a-f]{32})(\.chunks\/\d+-[0-9a-f]+|\.chunk-\d+-[0-9a-f]+)?$/.exec(item)
-  if (m === null) return { key: undefined, kind: 'other' }
-  return { key: m[1], kind: item.startsWith('unfinished:') ? 'unfinished' : m[2] !== undefined ? 'chunk' : 'object' }
-}
-
 /** (a): random multipart bodies at every upload endpoint, then storage accounted for by the 200s. */
 export function uploadFuzz (t: Test, start: Start, numRuns: number) {
   t.test('(a) random multipart bodies at every upload endpoint', async t => {
@@ -186,7 +175,7 @@ export function uploadFuzz (t: Test, start: Start, numRuns: number) {
     const expected = { objects: [...published].sort(), strays: [] as string[], chunksMatch: true, due: codes.size + open.size }
     const actual = async () => {
       const stored = await listStored(running.config)
-      const items = stored.map(item => ({ item, ...classify(item) }))
+      const items = stored.map(item => ({ item, ...describeStored(running.config, item) }))
       const chunkItems = items.filter(i => i.kind === 'chunk' && open.has(i.key!))
       return {
         objects: items.filter(i => i.kind === 'object').map(i => i.key!).sort(),

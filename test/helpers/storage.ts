@@ -26,3 +26,26 @@ export async function listStored (config: Config): Promise<string[]> {
     client.destroy()
   }
 }
+
+/** What one item of `listStored` is; `key` is the 32-hex object key it belongs to. */
+export type StoredItem =
+  /** A whole object (fs: `ab/KEY`; S3: `PREFIXKEY`). */
+  | { kind: 'object', key: string }
+  /** A chunk of a session's object (fs: `ab/KEY.chunks/INDEX-NONCE`; S3: `PREFIXKEY.chunk-INDEX-NONCE`). */
+  | { kind: 'chunk', key: string, index: number }
+  /** An unfinished multipart upload (S3: `unfinished:PREFIXKEY`). */
+  | { kind: 'unfinished', key: string }
+  /** Anything else (a `.part` file, a stray name). */
+  | { kind: 'other', key: undefined }
+
+/** Reads one name of `listStored(config)` by the layout of the config's storage driver. */
+export function describeStored (config: Config, item: string): StoredItem {
+  const storage = config.storage
+  const layout = storage.driver === 'fs'
+    ? /^()[0-9a-f]{2}\/([0-9a-f]{32})(?:\.chunks\/(\d+)-[0-9a-f]+)?$/
+    : new RegExp(`^(unfinished:)?${storage.prefix.replace(/[.*()]/g, '\\$&')}([0-9a-f]{32})(?:\\.chunk-(\\d+)-[0-9a-f]+)?$`)
+  const [, unfinished = '', key, index] = layout.exec(item) ?? []
+  if (key === undefined || (unfinished !== '' && index !== undefined)) return { kind: 'other', key: undefined }
+  if (unfinished !== '') return { kind: 'unfinished', key }
+  return index !== undefined ? { kind: 'chunk', key, index: Number(index) } : { kind: 'object', key }
+}

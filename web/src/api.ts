@@ -3,17 +3,17 @@
  * upload progress (fetch does not), which the progress bar, rate and ETA need.
  */
 import { VERSION_HEADER, type LimitsAnswer } from '../../src/api/answers.js'
-import { parseRetryAfter } from '../../src/api/retry.js'
+import { parseRetryAfter, type TransientAnswer } from '../../src/api/retry.js'
 
-export interface Answer {
-  /** HTTP status; 0 when no answer arrived (network down, connection cut, stalled). */
-  status: number
+/**
+ * An answer as the retry policy reads it (status 0 when none arrived: network down, connection
+ * cut, stalled), with its JSON body.
+ */
+export interface Answer extends TransientAnswer {
   /** The JSON body, or {} when there was none. */
   body: Record<string, unknown>
   /** Retry-After in ms, when the service sent one (409: the lease left of a lock in the way; 429, 503). */
   retryAfterMs: number | undefined
-  /** Whether the service gave the answer (it carries Dropcode-Version), not a proxy in between. */
-  fromService: boolean
 }
 
 /** A multipart field: a text value, or a file part with its filename. */
