@@ -29,6 +29,8 @@ export interface FileRecord {
    * SWEEP_GRACE_SECONDS. The code stays taken until then.
    */
   retainUntil: number
+  /** The name of the API key that uploaded it (absent for files stored before keys had names). */
+  keyName?: string
 }
 
 /** Why a code does not lead to a live file. */
@@ -113,3 +115,51 @@ export const pendingOwner = (code: string): Owner => `p:${code}`
 export const ownedBy = (session: { keyId?: string | undefined }, keyId: string) =>
   session.keyId === undefined || session.keyId === '' || session.keyId === keyId
 export const sessionOwner = (id: string): Owner => `s:${id}`
+
+/**
+ * What an API key may do beyond its being valid; an absent limit is the service's own
+ * (MAX_FILE_SIZE, MAX_DOWNLOADS, …), and a key's limit never lifts the service's.
+ */
+export interface KeyLimits {
+  /** Bytes of one file. */
+  maxFileSize?: number
+  /** Highest max_downloads an upload may ask for. */
+  maxDownloads?: number
+  /** Highest expiry_hours an upload may ask for. */
+  maxExpiryHours?: number
+  /** Bytes of live files plus open sessions' received bytes (and uploads in flight). */
+  quotaBytes?: number
+  /** Chunked (or tus) sessions open at once. */
+  maxOpenSessions?: number
+  /** New uploads (POST /upload, /upload/start) per minute. */
+  uploadsPerMinute?: number
+}
+
+/**
+ * An API key kept as data (services/keys.ts): its name is its identity (sessions, usage and
+ * files belong to the name, so a rotated key keeps them); its secrets are kept only as hashes.
+ */
+export interface ApiKeyRecord {
+  /** 1–64 of A–Z a–z 0–9 . _ - (safe in Redis key names and metric labels). */
+  name: string
+  /** May manage keys (the keys API). */
+  admin: boolean
+  /** Epoch ms. */
+  createdAt: number
+  /** Epoch ms from which the key is refused; absent: never. */
+  expiresAt?: number
+  limits: KeyLimits
+  /**
+   * Hex SHA-256 of each secret that opens the key → epoch ms until which it does (0: no end).
+   * A rotation adds one and ends the others after a grace period.
+   */
+  secrets: Record<string, number>
+}
+
+/** What a key holds, from its ledger (KeyStore.account). */
+export interface KeyUsage {
+  /** Bytes of live files, open sessions' received chunks and uploads in flight. */
+  bytes: number
+  /** Epoch ms of the key's last upload start (0: never). */
+  lastUsedAt: number
+}

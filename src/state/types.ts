@@ -1,5 +1,5 @@
 /**
- * The state layer, split by concern into four small stores. Each driver (lmdb/, redis/)
+ * The state layer, split by concern into five small stores. Each driver (lmdb/, redis/)
  * implements all four; test/state/*-contract.ts holds every driver to the same semantics.
  *
  * Rules shared by every method:
@@ -11,7 +11,7 @@
  * - A backend that cannot be reached fails with DROPCODE_STATE_UNAVAILABLE (503); one that is
  *   out of space fails with DROPCODE_STORAGE_FULL (507).
  */
-import type { ChunkRecord, Claim, FileRecord, Lookup, Owner, SessionView, UploadSession } from '../core/model.js'
+import type { ApiKeyRecord, ChunkRecord, Claim, FileRecord, KeyUsage, Lookup, Owner, SessionView, UploadSession } from '../core/model.js'
 
 /** File records, download claims and the resume windows of claims. */
 export interface FileStore {
@@ -290,16 +290,80 @@ export interface CounterStore {
   read (key: string, now: number): Promise<{ count: number, resetMs: number }>
 }
 
-/** A state driver: the four stores over one backend. */
+/**
+ * One change to a key's ledger: the bytes the key holds, as items (a live file `f:CODE`, an open
+ * session's received chunks `s:ID`, an upload in flight `u:ID`), each with its bytes and the end
+ * of its life (epoch ms; an item whose end has passed holds nothing: a file's expiry, a session's
+ * idle expiry, a crashed upload's timeout).
+ */
+export interface LedgerChange {
+  /** Items removed first (their bytes returned). */
+  drop?: string[]
+  /** Adds `bytes` (may be negative) to `item`, creating it, and sets its end to `until`. */
+  add?: { item: string, bytes: number, until: number }
+  /**
+   * With `add`: refuse (change nothing) when the key's bytes would exceed `quota`; with `upTo`,
+   * take as much of `bytes` as fits instead (refusing only when nothing fits).
+   */
+  quota?: number
+  upTo?: boolean
+}
+
+/**
+ * API keys as data, and each key's ledger of stored bytes (its quota). Keys are few and written
+ * rarely (by the keys API); `find` is read on every authenticated request (services/keys.ts
+ * caches it briefly). The ledger is per key name and works for names the store has no record of
+ * (keys from API_KEYS).
+ */
+export interface KeyStore {
+  /** Stores a new key. @returns false (nothing written) when its name, or one of its secrets' hashes, is taken */
+  create (key: ApiKeyRecord, now: number): Promise<boolean>
+
+  /**
+   * The key that the secret with hex SHA-256 `hash` opens at `now`: its record, when the hash is
+   * one of its secrets whose end has not passed and the key has not expired; else null.
+   */
+  find (hash: string, now: number): Promise<ApiKeyRecord | null>
+
+  /** A key by name (expired or not), or null. */
+  get (name: string): Promise<ApiKeyRecord | null>
+
+  /** Every key, by name. */
+  list (): Promise<ApiKeyRecord[]>
+
+  /**
+   * Adds secret `hash` to key `name` (no end) and ends each other secret at `oldUntil` (or its
+   * own earlier end); secrets already ended are forgotten. @returns the new record, or null when
+   * there is no such key (or `hash` is taken)
+   */
+  rotate (name: string, hash: string, oldUntil: number, now: number): Promise<ApiKeyRecord | null>
+
+  /** Removes key `name` and its secrets: refused from now on. Its ledger stays. @returns false when there was none */
+  revoke (name: string): Promise<boolean>
+
+  /**
+   * Applies `change` to key `name`'s ledger, atomically against every other change of that
+   * name on every instance. Items whose end has passed are dropped first.
+   * @returns ok false when refused (nothing changed); `added`: bytes added to the item (less than
+   *   asked with `upTo`); `used`: the key's bytes afterwards
+   */
+  account (name: string, change: LedgerChange, now: number): Promise<{ ok: boolean, added: number, used: number }>
+
+  /** What key `name` holds at `now`, and when it last started an upload (an `account` with `quota`). */
+  usage (name: string, now: number): Promise<KeyUsage>
+}
+
+/** A state driver: the five stores over one backend. */
 export interface StateBackend {
   files: FileStore
   cleanup: CleanupIndex
   sessions: SessionStore
   counters: CounterStore
+  keys: KeyStore
   /** Throws when the backend cannot be used (readiness). */
   ping (): Promise<void>
   /** Closes what the driver opened. */
   close (): Promise<void>
 }
 
-export type { ChunkRecord, Claim, FileRecord, Lookup, Owner, SessionView, UploadSession }
+export type { ApiKeyRecord, ChunkRecord, Claim, FileRecord, KeyUsage, Lookup, Owner, SessionView, UploadSession }
