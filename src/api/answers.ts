@@ -40,6 +40,10 @@ export type ErrorCode =
   | 'DROPCODE_ROUTE_NOT_FOUND'
   | 'DROPCODE_RATE_LIMITED'
   | 'DROPCODE_TOO_MANY_SESSIONS'
+  | 'DROPCODE_QUOTA_EXCEEDED'
+  | 'DROPCODE_FORBIDDEN'
+  | 'DROPCODE_KEY_NOT_FOUND'
+  | 'DROPCODE_KEY_EXISTS'
   | 'DROPCODE_BUSY'
   | 'DROPCODE_STATE_FULL'
   | 'DROPCODE_STATE_UNAVAILABLE'
@@ -57,6 +61,14 @@ export interface ErrorAnswer {
   retry_after?: number
   /** DROPCODE_CHUNKS_MISSING: the indexes still missing. */
   missing_chunks?: number[]
+  /**
+   * A refusal by a limit of the API key (or of the service): which one (`max_file_size`,
+   * `max_downloads`, `max_expiry_hours`, `quota_bytes`, `max_open_sessions`,
+   * `uploads_per_minute`), its value, and whose it is (the key's name, or "service").
+   */
+  limit?: keyof KeyLimitsAnswer
+  limit_value?: number
+  limit_of?: string
 }
 
 /** POST /upload, and POST /upload/complete. */
@@ -118,4 +130,65 @@ export interface LimitsAnswer {
   default_expiry_hours: number
   chunks_in_flight: number
   chunk_size: number
+}
+
+/** An API key's limits (POST /admin/keys takes them, GET /admin/keys shows them); absent: the service's own. */
+export interface KeyLimitsAnswer {
+  /** Bytes of one file. */
+  max_file_size?: number
+  max_downloads?: number
+  max_expiry_hours?: number
+  /** Bytes of live files, open sessions' chunks and uploads in flight. */
+  quota_bytes?: number
+  /** Chunked sessions open at once. */
+  max_open_sessions?: number
+  /** New uploads (POST /upload, POST /upload/start) per minute. */
+  uploads_per_minute?: number
+}
+
+/** POST /admin/keys: the key to create. */
+export interface KeyCreateRequest extends KeyLimitsAnswer {
+  /** 1–64 of A–Z a–z 0–9 . _ - */
+  name: string
+  /** May manage keys. Default false. */
+  admin?: boolean
+  /** Hours until the key is refused; absent: never. */
+  expires_in_hours?: number
+}
+
+/** One key as GET /admin/keys lists it (never its secret). */
+export interface KeyAnswer {
+  name: string
+  admin: boolean
+  /** `store`: created with the keys API; `environment`: from API_KEYS (or the generated key), managed there. */
+  source: 'store' | 'environment'
+  /** ISO 8601; null for environment keys. */
+  created_at: string | null
+  /** ISO 8601, or null: never. */
+  expires_at: string | null
+  limits: KeyLimitsAnswer
+  /** While a rotation's grace runs: until when the previous secret still works (ISO 8601). */
+  previous_secret_until: string | null
+  usage: {
+    /** Bytes the key holds now (what its quota counts). */
+    stored_bytes: number
+    /** ISO 8601 of its last upload start, or null. */
+    last_used_at: string | null
+  }
+}
+
+/** POST /admin/keys (201) and POST /admin/keys/{name}/rotate (200): the key, with its new secret, shown this once. */
+export interface KeySecretAnswer extends KeyAnswer {
+  secret: string
+}
+
+/** GET /admin/keys. */
+export interface KeyListAnswer {
+  keys: KeyAnswer[]
+}
+
+/** DELETE /admin/keys/{name}. */
+export interface KeyRevokeAnswer {
+  name: string
+  revoked: true
 }
