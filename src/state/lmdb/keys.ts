@@ -128,7 +128,7 @@ export function createLmdbKeys (env: LmdbEnv): KeyStore {
           // An item that falls to nothing, or whose end has passed, holds nothing: it goes.
           if (held + bytes <= 0 || until <= now) {
             next.set(item, null)
-            added = -held
+            added = 0 - held // not -0
           } else {
             next.set(item, { bytes: held + bytes, until })
             added = bytes

@@ -30,14 +30,15 @@
  *   {p}usage:{u:NAME}:meta    hash  used (bytes of the items, ended ones until the next account
  *                                   drops them; 0 once the zset is gone), lastUsedAt. No TTL
  *
- * Atomicity: every read-check-modify is one Lua script (scripts.ts, key-scripts.ts) over one hash tag. Nothing
- * crosses tags: the cleanup index is never written in the same step as a record; instead the
- * sweeper asks an object's owners whether they still need it before deleting it (see
- * services/sweeper.ts), so a crash between two steps leaves at worst an object swept later.
- * The same goes for a key's places: reserving one is atomic (so concurrent starts never exceed
- * MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step after the session's
- * own: a lost move frees the place early (at the expiry it had before), a lost free keeps it
- * until the session's last idle expiry.
+ * Atomicity: every read-check-modify is one Lua script (scripts.ts, key-scripts.ts) over one
+ * hash tag (a key rotation is computed in JavaScript and written by a script only if the record
+ * is still the one it read). Nothing crosses tags: the cleanup index is never written in the
+ * same step as a record; instead the sweeper asks an object's owners whether they still need it
+ * before deleting it (see services/sweeper.ts), so a crash between two steps leaves at worst an
+ * object swept later. The same goes for a key's places: reserving one is atomic (so concurrent
+ * starts never exceed MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step
+ * after the session's own: a lost move frees the place early (at the expiry it had before), a
+ * lost free keeps it until the session's last idle expiry.
  *
  * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in connect.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
