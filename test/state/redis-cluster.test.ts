@@ -14,6 +14,7 @@ import { freePort } from '../helpers/ports.js'
 import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { stateContracts } from './contract/index.js'
 import { claimId, fileRecord } from './contract/files.js'
+import { keyRecord, secretHash } from './contract/keys.js'
 
 const cluster = await startRedisCluster({ password: 'cluster-secret' })
 t.teardown(() => cluster.stop())
@@ -28,7 +29,7 @@ async function client (t: Test) {
 
 stateContracts(t, async t => createRedisBackend({ client: await client(t), prefix: `contract${n++}:` }))
 
-t.test('the keys of one code, one session, one cleanup bucket share a slot, whatever the prefix', async t => {
+t.test('the keys of one code, one session, one cleanup bucket, the API keys, one ledger share a slot, whatever the prefix', async t => {
   const c = await client(t)
   const p = 'slots:'
   const state = createRedisBackend({ client: c, prefix: p })
@@ -44,6 +45,13 @@ t.test('the keys of one code, one session, one cleanup bucket share a slot, what
   const session = await Promise.all(['', ':chunks', ':locks'].map(s => slot(`${p}session:{${id}}${s}`)))
   session.push(await slot(`${p}done:{${id}}`))
   t.equal(new Set(session).size, 1)
+  const keys = await Promise.all([`${p}keys:{keys}`, `${p}keys:{keys}:hashes`].map(slot))
+  t.equal(new Set(keys).size, 1, 'the API keys and their hashes')
+  const ledger = await Promise.all(['', ':until', ':meta'].map(s => slot(`${p}usage:{u:alpha}${s}`)))
+  t.equal(new Set(ledger).size, 1, 'one key\'s ledger')
+  await state.keys.create(keyRecord('alpha', now), now)
+  t.equal(await state.keys.rotate('alpha', secretHash(), now + 1000, now) !== null, true, 'the key scripts run on the cluster')
+  t.equal((await state.keys.account('alpha', { add: { item: 'u:1', bytes: 1, until: now + 1000 }, quota: 10 }, now)).ok, true)
 })
 
 t.test('the 16 cleanup buckets live on every master, and leases and counts see all of them', async t => {

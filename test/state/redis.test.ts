@@ -4,6 +4,7 @@ import { createRedisBackend } from '../../src/state/redis/index.js'
 import { startRedis } from '../helpers/redis-server.js'
 import { stateContracts } from './contract/index.js'
 import { fileRecord } from './contract/files.js'
+import { keyRecord, secretHash } from './contract/keys.js'
 
 const redis = await startRedis()
 t.teardown(() => redis.stop())
@@ -39,6 +40,27 @@ t.test('keys live under the prefix, each script\'s keys under one hash tag', asy
   const keys: string[] = []
   for await (const batch of c.scanStream({ match: 'iso:*', count: 1000 })) keys.push(...(batch as string[]))
   t.same(keys.sort(), [`iso:cleanup:{c${file.blobKey[0]!}}`, `iso:cleanup:{c${file.blobKey[0]!}}:owners`, `iso:file:{${file.code}}`, `iso:file:{${file.code}}:claims`, `iso:file:{${file.code}}:served`].sort())
+})
+
+t.test('API keys and ledgers live under the prefix, one hash tag per script; a ledger expires with its last item', async t => {
+  const c = await client(t)
+  const state = createRedisBackend({ client: c, prefix: 'kiso:' })
+  const now = Date.now()
+  await state.keys.create(keyRecord('alpha', now), now)
+  await state.keys.rotate('alpha', secretHash(), now + 1000, now)
+  await state.keys.account('alpha', { add: { item: 'u:1', bytes: 10, until: now + 5000 }, quota: 100 }, now)
+  await state.keys.account('alpha', { add: { item: 'f:A', bytes: 10, until: now + 9000 } }, now)
+  const keys: string[] = []
+  for await (const batch of c.scanStream({ match: 'kiso:*', count: 1000 })) keys.push(...(batch as string[]))
+  t.same(keys.sort(), ['kiso:keys:{keys}', 'kiso:keys:{keys}:hashes', 'kiso:usage:{u:alpha}', 'kiso:usage:{u:alpha}:meta', 'kiso:usage:{u:alpha}:until'])
+  for (const key of ['kiso:usage:{u:alpha}', 'kiso:usage:{u:alpha}:until']) {
+    const pttl = await c.pttl(key)
+    t.ok(pttl > 9000 - (Date.now() - now) - 1000 && pttl <= 9000, `${key}: pttl ${pttl} (the latest item's end)`)
+  }
+  t.equal(await c.pttl('kiso:usage:{u:alpha}:meta'), -1, 'lastUsedAt outlives the items')
+  await c.del('kiso:usage:{u:alpha}', 'kiso:usage:{u:alpha}:until') // as their TTL would
+  t.same(await state.keys.usage('alpha', now), { bytes: 0, lastUsedAt: now }, 'expired items count nothing')
+  t.same(await state.keys.account('alpha', { add: { item: 'f:B', bytes: 1, until: now + 9000 } }, now), { ok: true, added: 1, used: 1 })
 })
 
 t.test('Redis down: operations fail fast with STATE_UNAVAILABLE and recover', async t => {

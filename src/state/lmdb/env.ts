@@ -16,6 +16,13 @@
  *   done      id → StoredDone: { code, size, sha256, until, keyId, session, chunks } (answers
  *                                  repeated completes and verify of a completed session)
  *   counters  name → { count, until }
+ *   keys      key name → ApiKeyRecord
+ *   keyHashes hex SHA-256 of a secret → key name    (find; a hash opens at most one key)
+ *   ledger    [key name, item] → { bytes, until }   (what each key holds; see KeyStore.account)
+ *   ledgerDue [key name, until, item] → 1          (a key's items by end, so account drops the
+ *                                                   ended ones without reading them all)
+ *   ledgerTotals key name → { bytes, lastUsedAt }  (the sum of the key's items' bytes, ended
+ *                                                   ones included until account drops them)
  *   expiry    [until, kind, id] → 1                (what housekeeping removes when: f file,
  *                                                   s session, d done, c counter)
  *
@@ -27,15 +34,16 @@
  * after writing is not rolled back by lmdb-js, so every `fn` here reads and decides first and
  * writes last.
  *
- * lmdb-js options: `eventTurnBatching: false` because with event-turn batching a commit that
- * fails (a full disk) also rejects an internal promise nobody handles, which would end the
- * process; batching still happens, by transaction count and `commitDelay`. Reads outside a
- * transaction see a snapshot that lmdb-js renews each event turn.
+ * lmdb-js options: `maxDbs: 32` because the default (12) is fewer than the sub-databases above
+ * (it only sizes a table of open handles). `eventTurnBatching: false` because with event-turn
+ * batching a commit that fails (a full disk) also rejects an internal promise nobody handles,
+ * which would end the process; batching still happens, by transaction count and `commitDelay`.
+ * Reads outside a transaction see a snapshot that lmdb-js renews each event turn.
  */
 import fsp from 'node:fs/promises'
 import { open, type Database, type RootDatabase } from 'lmdb'
 import { DropcodeError, isOutOfSpace } from '../../core/errors.js'
-import type { ChunkRecord, FileRecord, UploadSession } from '../../core/model.js'
+import type { ApiKeyRecord, ChunkRecord, FileRecord, UploadSession } from '../../core/model.js'
 import type { CompletedFile } from '../types.js'
 
 export interface StoredFile extends FileRecord {
@@ -71,6 +79,20 @@ export interface StoredDone extends CompletedFile {
   chunks?: Array<[number, number, string]>
 }
 
+/** One item of a key's ledger. */
+export interface LedgerItem {
+  bytes: number
+  /** Epoch ms: holds nothing from then on. */
+  until: number
+}
+
+export interface LedgerTotal {
+  /** Bytes of every item in the ledger (see env.ts's layout). */
+  bytes: number
+  /** Epoch ms of the last accepted change with a quota (0: none). */
+  lastUsedAt: number
+}
+
 export type ExpiryKind = 'f' | 's' | 'd' | 'c'
 
 export interface LmdbEnv {
@@ -85,6 +107,11 @@ export interface LmdbEnv {
   done: Database<StoredDone, string>
   counters: Database<{ count: number, until: number }, string>
   expiry: Database<1, [number, ExpiryKind, string]>
+  keys: Database<ApiKeyRecord, string>
+  keyHashes: Database<string, string>
+  ledger: Database<LedgerItem, [string, string]>
+  ledgerDue: Database<1, [string, number, string]>
+  ledgerTotals: Database<LedgerTotal, string>
   /** Runs `fn` in a write transaction; resolves with its result once committed. */
   write<T> (fn: () => T): Promise<T>
   /** File records plus session places: what LOCAL_STATE_MAX_RECORDS bounds. */
@@ -110,7 +137,7 @@ async function commitError (dir: string, err: unknown): Promise<DropcodeError> {
 
 export async function openLmdbEnv (dir: string): Promise<LmdbEnv> {
   await fsp.mkdir(dir, { recursive: true })
-  const root = open({ path: dir, eventTurnBatching: false })
+  const root = open({ path: dir, maxDbs: 32, eventTurnBatching: false })
   const db = <V, K extends string | Array<string | number>>(name: string) => root.openDB<V, K>(name, {})
   let closed = false
   const env: LmdbEnv = {
@@ -125,6 +152,11 @@ export async function openLmdbEnv (dir: string): Promise<LmdbEnv> {
     done: db('done'),
     counters: db('counters'),
     expiry: db('expiry'),
+    keys: db('keys'),
+    keyHashes: db('keyHashes'),
+    ledger: db('ledger'),
+    ledgerDue: db('ledgerDue'),
+    ledgerTotals: db('ledgerTotals'),
     async write (fn) {
       if (closed) throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE')
       try {

@@ -20,6 +20,7 @@ import type { CounterStore, StateBackend } from '../types.js'
 import { createLmdbCleanup } from './cleanup.js'
 import { openLmdbEnv, type LmdbEnv } from './env.js'
 import { createLmdbFiles } from './files.js'
+import { createLmdbKeys } from './keys.js'
 import { createLmdbSessions } from './sessions.js'
 
 export interface LmdbBackendOptions {
@@ -105,6 +106,7 @@ export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBa
     cleanup: createLmdbCleanup(env),
     sessions,
     counters,
+    keys: createLmdbKeys(env),
     purge,
     async ping () {
       // A read proves the environment is open; writes report their own failures.

@@ -2,7 +2,8 @@
  * Redis state driver: one Redis (with replicas or Sentinel) or a Redis Cluster.
  *
  * Key layout (prefix from REDIS_PREFIX, default `dropcode:`); the part in braces is the Redis
- * Cluster hash tag, so the keys of one code, one session or one cleanup bucket share a slot:
+ * Cluster hash tag, so the keys of one code, one session, one cleanup bucket, the API keys, or
+ * one key's ledger share a slot:
  *   {p}file:{CODE}            hash  FileRecord fields; PEXPIREAT retainUntil. A retracted publish's
  *                                   tombstone holds only blobKey, retainUntil, retracted (below)
  *   {p}file:{CODE}:claims     hash  claim id → resumable-until (epoch ms), or 'r' (refunded)
@@ -20,15 +21,24 @@
  *   {p}places:{KEYID}         zset  session id → until: the open sessions of one API key (a place
  *                                   whose until has passed is free; the zset expires with its last)
  *   {p}rl:{NAME}              hash  count, until (a rate-limit window)
+ *   {p}keys:{keys}            hash  key name → ApiKeyRecord JSON (API keys as data: few, rarely
+ *                                   written, so all under one tag; each write is one script)
+ *   {p}keys:{keys}:hashes     hash  hex SHA-256 of a secret → key name
+ *   {p}usage:{u:NAME}         hash  item → bytes: the ledger of key NAME (KeyStore.account)
+ *   {p}usage:{u:NAME}:until   zset  item → until (an item whose until has passed holds nothing);
+ *                                   it and the items hash expire at the latest until
+ *   {p}usage:{u:NAME}:meta    hash  used (bytes of the items, ended ones until the next account
+ *                                   drops them; 0 once the zset is gone), lastUsedAt. No TTL
  *
- * Atomicity: every read-check-modify is one Lua script (scripts.ts) over one hash tag. Nothing
- * crosses tags: the cleanup index is never written in the same step as a record; instead the
- * sweeper asks an object's owners whether they still need it before deleting it (see
- * services/sweeper.ts), so a crash between two steps leaves at worst an object swept later.
- * The same goes for a key's places: reserving one is atomic (so concurrent starts never exceed
- * MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step after the session's
- * own: a lost move frees the place early (at the expiry it had before), a lost free keeps it
- * until the session's last idle expiry.
+ * Atomicity: every read-check-modify is one Lua script (scripts.ts, key-scripts.ts) over one
+ * hash tag (a key rotation is computed in JavaScript and written by a script only if the record
+ * is still the one it read). Nothing crosses tags: the cleanup index is never written in the
+ * same step as a record; instead the sweeper asks an object's owners whether they still need it
+ * before deleting it (see services/sweeper.ts), so a crash between two steps leaves at worst an
+ * object swept later. The same goes for a key's places: reserving one is atomic (so concurrent
+ * starts never exceed MAX_OPEN_SESSIONS_PER_KEY), but moving or freeing it is a second step
+ * after the session's own: a lost move frees the place early (at the expiry it had before), a
+ * lost free keeps it until the session's last idle expiry.
  *
  * Redis Cluster (REDIS_CLUSTER_NODES; the client is built in connect.ts): nothing here crosses a
  * slot. The only enumeration is the 16 cleanup buckets, addressed by name (their tags c0…cf hash
@@ -55,9 +65,12 @@ import type { Cluster, Redis } from 'ioredis'
 import { DropcodeError } from '../../core/errors.js'
 import type { ChunkRecord, FileRecord, Lookup, Owner, Unavailable, UploadSession } from '../../core/model.js'
 import type { CleanupIndex, CounterStore, FileStore, SessionStore, StateBackend } from '../types.js'
+import { KEY_SCRIPTS } from './key-scripts.js'
+import { createRedisKeys } from './keys.js'
 import { SCRIPTS } from './scripts.js'
 
-const FILE_FIELDS = ['code', 'blobKey', 'filename', 'contentType', 'size', 'sha256', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'] as const
+/** keyName is optional: written only when set. */
+const FILE_FIELDS = ['code', 'blobKey', 'filename', 'contentType', 'size', 'sha256', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil', 'keyName'] as const
 const FILE_NUMERIC = new Set(['size', 'maxDownloads', 'downloads', 'createdAt', 'expiresAt', 'retainUntil'])
 const SESSION_FIELDS = ['id', 'blobKey', 'handle', 'filename', 'totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'sha256'] as const
 const SESSION_NUMERIC = new Set(['totalChunks', 'maxDownloads', 'expiryHours', 'createdAt', 'chunkSize'])
@@ -102,7 +115,7 @@ export interface RedisBackendOptions {
 }
 
 export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions): StateBackend {
-  for (const [name, [numberOfKeys, lua]] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys, lua })
+  for (const [name, [numberOfKeys, lua]] of Object.entries({ ...SCRIPTS, ...KEY_SCRIPTS })) client.defineCommand(name, { numberOfKeys, lua })
   const r = client as Redis // the script commands are declared on Redis; Cluster routes them by their first key
   const fileKeys = (code: string) => [`${p}file:{${code}}`, `${p}file:{${code}}:claims`] as const
   /** With the charges of its claims (only the scripts that need them get this key). */
@@ -115,7 +128,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
 
   const files: FileStore = {
     async create (file, now) {
-      const flat = FILE_FIELDS.flatMap(f => [f, String(file[f])])
+      const flat = FILE_FIELDS.flatMap(f => file[f] === undefined ? [] : [f, String(file[f])])
       return await guard(async () => (await r.dcFileCreate(...fileKeys3(file.code), now, file.retainUntil, ...flat)) === 1)
     },
     async lookup (code, now) {
@@ -307,6 +320,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
     cleanup,
     sessions,
     counters,
+    keys: createRedisKeys({ r, p, guard }),
     async ping () { await guard(() => client.ping()) },
     async close () {}
   }

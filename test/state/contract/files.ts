@@ -41,6 +41,20 @@ export function fileStoreContract (t: Test, open: OpenBackend) {
     t.same(await files.lookup(newCode(), now), { ok: false, reason: 'unknown' })
   })
 
+  t.test('files: keyName round-trips when given, and is absent when not', async t => {
+    const { files } = await open(t)
+    const owned = fileRecord(now, { keyName: 'team-a.ci_1' })
+    t.equal(await files.create(owned, now), true)
+    t.same(await files.lookup(owned.code, now), { ok: true, file: owned })
+    const claimed = await files.claim(owned.code, claimId(), now, now + 1000)
+    t.equal(claimed.ok && claimed.file.keyName, 'team-a.ci_1', 'claims answer it too')
+    const anonymous = fileRecord(now)
+    await files.create(anonymous, now)
+    const found = await files.lookup(anonymous.code, now)
+    t.ok(found.ok && !('keyName' in found.file), 'no keyName field at all')
+    t.same(found, { ok: true, file: anonymous })
+  })
+
   t.test('files: retract removes the record of its object, never another object\'s', async t => {
     const { files } = await open(t)
     const file = fileRecord(now)

@@ -3,6 +3,7 @@ import type { Test } from 'tap'
 import { cleanupIndexContract } from './cleanup.js'
 import { counterStoreContract } from './counters.js'
 import { fileStoreContract, type OpenBackend } from './files.js'
+import { keyStoreContract } from './keys.js'
 import { sessionStoreContract } from './sessions.js'
 
 export function stateContracts (t: Test, open: OpenBackend) {
@@ -10,6 +11,7 @@ export function stateContracts (t: Test, open: OpenBackend) {
   t.test('CleanupIndex', async t => cleanupIndexContract(t, open))
   t.test('SessionStore', async t => sessionStoreContract(t, open))
   t.test('CounterStore', async t => counterStoreContract(t, open))
+  t.test('KeyStore', async t => keyStoreContract(t, open))
 }
 
 export type { OpenBackend }
