@@ -4,8 +4,8 @@
  *
  *   version header → error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI →
  *   stores (BlobStore + state) → observability (metrics, request logs) → overload (slots, load shedding) → rate limits → auth →
- *   services (files, sessions, sweeper) → routes (health, [multipart parser → upload, chunked upload], download, delete,
- *   limits, web page)
+ *   services (files, sessions, sweeper, quota) → routes (health, [multipart parser → upload, chunked upload], download, delete,
+ *   limits, keys API, web page)
  *
  * Hooks that run on every request are callback-style (`done`), not async: an async hook costs a
  * promise and a microtask per request (docs/performance.md, "404 lookups").
@@ -34,6 +34,7 @@ import chunkedRoutes from './routes/chunked.js'
 import deleteRoutes from './routes/delete.js'
 import downloadRoutes from './routes/download.js'
 import healthRoutes from './routes/health.js'
+import keyRoutes from './routes/keys.js'
 import limitsRoutes from './routes/limits.js'
 import uploadRoutes from './routes/upload.js'
 import webRoutes from './routes/web.js'
@@ -78,7 +79,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(observability, { now })
   await app.register(overload, { config })
   await app.register(rateLimit, { config, now })
-  await app.register(auth, { apiKeys: config.apiKeys })
+  await app.register(auth, { config, now })
   await app.register(services, { config, now })
   await app.register(healthRoutes)
   // The multipart parser belongs to the upload routes alone: registered for the whole app, its
@@ -93,6 +94,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(downloadRoutes)
   await app.register(deleteRoutes)
   await app.register(limitsRoutes, { config })
+  await app.register(keyRoutes, { now })
   await app.register(webRoutes)
 }
 

@@ -9,7 +9,6 @@
  * written once, there, with each field's meaning. Each consumer declares the settings it reads
  * (`Pick<Config, 'limits'>`), so its options say what it depends on.
  */
-import { randomBytes } from 'node:crypto'
 import path from 'node:path'
 import { Type, type Static } from 'typebox'
 import { Value } from 'typebox/value'
@@ -250,8 +249,6 @@ export function loadConfig (env: Record<string, string | undefined>) {
   if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === e.PORT) throw new ConfigError(`invalid METRICS_PORT=${JSON.stringify(e.METRICS_PORT)}: must differ from PORT (metrics have their own listener), or be off`)
 
   const apiKeys = (e.API_KEYS ?? '').split(',').map(k => k.trim()).filter(k => k !== '')
-  const apiKeyGenerated = apiKeys.length === 0
-  if (apiKeyGenerated) apiKeys.push(randomBytes(24).toString('base64url'))
 
   const trustProxy: false | number | string[] = e.TRUST_PROXY === 'false'
     ? false
@@ -276,9 +273,13 @@ export function loadConfig (env: Record<string, string | undefined>) {
     logFormat: e.LOG_FORMAT,
     /** Origins whose pages may call the API from a browser (CORS); empty = off, ['*'] = any. */
     corsOrigins: e.CORS_ORIGINS.split(',').map(o => o.trim()).filter(o => o !== ''),
+    /** Admin keys from API_KEYS (the bootstrap; more keys live in the state store: services/keys.ts). */
     apiKeys,
-    /** True when API_KEYS was unset and a random key was made for this run (server.ts logs it once). */
-    apiKeyGenerated,
+    /**
+     * Where the admin key is kept when API_KEYS is unset: generated on the first start, mode 0600,
+     * read on every later one (plugins/auth.ts), so restarts keep it; undefined when API_KEYS is set.
+     */
+    adminKeyFile: apiKeys.length === 0 ? path.join(dataDir, 'admin-key') : undefined,
     dataDir,
     storage,
     state,

@@ -12,7 +12,10 @@ export type TransferKind = 'upload' | 'download'
 
 export interface Metrics {
   registry: Registry
-  uploaded (kind: 'single' | 'chunked', bytes: number): void
+  /** A file was stored, by the key named `keyName`. */
+  uploaded (kind: 'single' | 'chunked', bytes: number, keyName?: string): void
+  /** A request of key `keyName` was refused by one of its limits (`limit`: its wire name, such as quota_bytes). */
+  keyRefused (keyName: string, limit: string): void
   downloadRefused (reason: Unavailable): void
   /** A claimed download ended: `complete` when every byte was sent. */
   downloadEnded (bytes: number, complete: boolean): void
@@ -46,11 +49,24 @@ export interface MetricsSources {
   uploadMemory?: BlobStore['uploadMemory']
 }
 
+/** Key names that get a label of their own, per instance: the label set stays bounded however many keys exist. */
+export const KEY_LABELS = 100
+
 export function createMetrics (opts: MetricsSources): Metrics {
   const registry = new Registry()
+  const keyNames = new Set<string>()
+  const keyLabel = (name: string) => {
+    if (keyNames.has(name)) return name
+    if (keyNames.size >= KEY_LABELS) return 'other'
+    keyNames.add(name)
+    return name
+  }
   collectDefaultMetrics({ register: registry, prefix: 'dropcode_' })
   const m = {
     uploads: new Counter({ name: 'dropcode_uploads_total', help: 'Files stored, by upload kind.', labelNames: ['kind'], registers: [registry] }),
+    keyUploads: new Counter({ name: 'dropcode_key_uploads_total', help: `Files stored, by API key name (the first ${KEY_LABELS} names this instance sees; the rest as "other").`, labelNames: ['key'], registers: [registry] }),
+    keyUploadBytes: new Counter({ name: 'dropcode_key_upload_bytes_total', help: 'Bytes of stored files, by API key name (as dropcode_key_uploads_total).', labelNames: ['key'], registers: [registry] }),
+    keyRefusals: new Counter({ name: 'dropcode_key_refusals_total', help: 'Requests refused by a limit of their API key (or the service\'s), by key name (as dropcode_key_uploads_total) and limit.', labelNames: ['key', 'limit'], registers: [registry] }),
     uploadBytes: new Counter({ name: 'dropcode_upload_bytes_total', help: 'Bytes of stored files.', registers: [registry] }),
     downloads: new Counter({ name: 'dropcode_downloads_total', help: 'Claimed downloads by outcome (served: every byte sent; aborted: cut short).', labelNames: ['outcome'], registers: [registry] }),
     refused: new Counter({ name: 'dropcode_download_refusals_total', help: 'Download or HEAD requests answered 404, by reason.', labelNames: ['reason'], registers: [registry] }),
@@ -128,7 +144,15 @@ export function createMetrics (opts: MetricsSources): Metrics {
 
   return {
     registry,
-    uploaded (kind, bytes) { m.uploads.inc({ kind }); m.uploadBytes.inc(bytes) },
+    uploaded (kind, bytes, keyName) {
+      m.uploads.inc({ kind })
+      m.uploadBytes.inc(bytes)
+      if (keyName !== undefined) {
+        m.keyUploads.inc({ key: keyLabel(keyName) })
+        m.keyUploadBytes.inc({ key: keyLabel(keyName) }, bytes)
+      }
+    },
+    keyRefused (keyName, limit) { m.keyRefusals.inc({ key: keyLabel(keyName), limit }) },
     downloadRefused (reason) { m.refused.inc({ reason }) },
     downloadResumed () { m.resumes.inc() },
     downloadEnded (bytes, complete) { m.downloads.inc({ outcome: complete ? 'served' : 'aborted' }); m.downloadBytes.inc(bytes) },

@@ -94,7 +94,7 @@ process.on('uncaughtException', err => {
   exitAfter(() => app.state.close(), 1).catch(() => {})
 })
 
-process.stderr.write(startupBanner(config, app.server.address(), metrics?.address))
+process.stderr.write(startupBanner(config, app.server.address(), metrics?.address, app.keptAdminKey))
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {

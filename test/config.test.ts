@@ -1,16 +1,15 @@
+import path from 'node:path'
 import t from 'tap'
 import { ConfigError, EnvSchema, loadConfig } from '../src/config.js'
 
-t.test('no settings: the embedded default (fs + local) under ./data, with a generated key', async t => {
+t.test('no settings: the embedded default (fs + local) under ./data, its admin key kept there', async t => {
   const c = loadConfig({})
   t.equal(c.storage.driver, 'fs')
   t.equal(c.state.driver, 'local')
   t.equal(c.port, 3000)
   t.equal(c.host, '0.0.0.0')
-  t.equal(c.apiKeyGenerated, true)
-  t.equal(c.apiKeys.length, 1)
-  t.ok(c.apiKeys[0]!.length >= 32)
-  t.not(loadConfig({}).apiKeys[0], c.apiKeys[0], 'a fresh key per start')
+  t.same(c.apiKeys, [])
+  t.equal(c.adminKeyFile, path.resolve('data', 'admin-key'))
   t.same(c.limits, { maxFileSize: 5 * 1024 ** 3, maxDownloads: 1000, maxExpiryHours: 720, maxTotalChunks: 10_000, maxChunkSize: 100 * 1024 ** 2 })
   t.equal(c.sessionTtlMs, 86_400_000)
   t.same(c.minTransferRate, { bytes: 32 * 1024, windowMs: 30_000 }, 'minimum transfer rate: 32 KiB per 30 s')
@@ -31,7 +30,7 @@ t.test('S3_BUCKET selects s3, REDIS_URL selects redis; explicit drivers win', as
 t.test('API_KEYS: comma-separated, trimmed', async t => {
   const c = loadConfig({ API_KEYS: ' key-one , key-two ' })
   t.same(c.apiKeys, ['key-one', 'key-two'])
-  t.equal(c.apiKeyGenerated, false)
+  t.equal(c.adminKeyFile, undefined, 'no key kept when API_KEYS is set')
 })
 
 t.test('a bad value stops start-up with a message naming the variable', async t => {

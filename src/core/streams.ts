@@ -26,10 +26,11 @@ export class Sha256Meter extends Transform {
   bytes = 0
   private readonly hash: Hash = createHash('sha256')
   /** `also`: called with every buffer that passes (after the limit's check), e.g. a second hash. */
-  constructor (private readonly limit?: { max: number, code: TooLargeCode }, private readonly also?: (data: Buffer) => void) { super() }
+  /** `limit.error`: the refusal beyond `max` (default: 413 with `code`). */
+  constructor (private readonly limit?: { max: number, code?: TooLargeCode, error?: () => Error }, private readonly also?: (data: Buffer) => void) { super() }
   override _transform (chunk: Buffer, _enc: BufferEncoding, done: TransformCallback) {
     this.bytes += chunk.length
-    if (this.limit !== undefined && this.bytes > this.limit.max) { done(tooLarge(this.limit.code, this.limit.max)); return }
+    if (this.limit !== undefined && this.bytes > this.limit.max) { done(this.limit.error?.() ?? tooLarge(this.limit.code ?? 'DROPCODE_FILE_TOO_LARGE', this.limit.max)); return }
     this.hash.update(chunk)
     this.also?.(chunk)
     done(null, chunk)

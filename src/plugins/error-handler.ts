@@ -40,6 +40,7 @@ export function toDropcodeError (err: unknown): DropcodeError {
 export function sendError (err: DropcodeError, req: FastifyRequest, reply: FastifyReply, html = req.routeOptions.config?.htmlErrors === true) {
   const status = err.statusCode
   req.answeredError = err // named on the request's log line (plugins/observability.ts)
+  if (typeof err.details?.limit === 'string' && req.apiKey?.name !== undefined) req.server.metrics.keyRefused(req.apiKey.name, err.details.limit)
   // A body we stopped reading (size limit, bad field, key): answer, then read and discard the
   // rest for a bounded time before closing, so the client can read the answer.
   if (!req.raw.complete) {

@@ -3,7 +3,9 @@
  * - failed code lookups (GET/HEAD /download and DELETE /delete answering 404) per client
  *   address, on by default: a client over the limit gets 429 before its code is even looked at,
  *   which is what makes guessing codes impractical (README: guessing arithmetic);
- * - upload-endpoint requests per API key (off by default).
+ * - upload-endpoint requests per API key (off by default);
+ * - new uploads (POST /upload, /upload/start) per minute of a key that sets `uploads_per_minute`
+ *   (services/keys.ts), counted by the key's name.
  * Client addresses are `req.ip`, which honours only TRUST_PROXY, so they cannot be spoofed;
  * IPv6 clients are counted per /64. Fixed windows of RATE_LIMIT_WINDOW_SECONDS; 429 carries
  * Retry-After.
@@ -23,6 +25,7 @@ import fp from 'fastify-plugin'
 import ipaddr from 'ipaddr.js'
 import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
+import { overLimit, whose } from '../services/keys.js'
 import { trustFunction } from '../http/trust-proxy.js'
 
 declare module 'fastify' {
@@ -30,6 +33,8 @@ declare module 'fastify' {
     rateLimits: {
       /** onRequest for upload endpoints (after authentication). */
       uploads: onRequestAsyncHookHandler
+      /** onRequest for the endpoints that start an upload (after authentication): the key's uploads per minute. */
+      newUploads: onRequestAsyncHookHandler
       /**
        * The hooks of code lookups; none when the limit is off (RATE_LIMIT_FAILED_LOOKUPS=0), so
        * a lookup then pays nothing for it.
@@ -121,6 +126,17 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
     const { count, resetMs } = await app.state.counters.incr(`upload:${req.keyId}`, windowMs, now())
     if (count > uploads) throw limited(reply, resetMs)
   }
+  const newUploads: onRequestAsyncHookHandler = async (req, reply) => {
+    const key = req.apiKey!
+    const limit = key.limits.uploadsPerMinute
+    if (limit === undefined) return
+    const { count, resetMs } = await app.state.counters.incr(`uploads-minute:${key.name}`, 60_000, now())
+    if (count > limit) {
+      const seconds = Math.max(1, Math.ceil(resetMs / 1000))
+      reply.header('retry-after', String(seconds))
+      throw overLimit(key, 'uploadsPerMinute', 'DROPCODE_RATE_LIMITED', `${whose(key, 'uploadsPerMinute')} may start ${limit} uploads a minute; try again in ${seconds} s.`, { retry_after: seconds })
+    }
+  }
   const gate: onRequestAsyncHookHandler = async (req, reply) => {
     const subject = limitSubject(req.ip)
     const release = await lanes.enter(subject)
@@ -144,6 +160,7 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   }
   app.decorate('rateLimits', {
     uploads: uploads === 0 ? noop : uploadsHook,
+    newUploads,
     lookups: failedLookups === 0 ? { onRequest: [], onSend: [] } : { onRequest: [gate], onSend: [failed] }
   })
 }, { name: 'rate-limit', dependencies: ['stores'] })

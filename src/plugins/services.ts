@@ -4,9 +4,10 @@ import fp from 'fastify-plugin'
 import type { Config } from '../config.js'
 
 /** The settings the services read. */
-type ServiceSettings = Pick<Config, 'limits' | 'sweeper' | 'uploadTimeoutMs' | 'downloadResumeMs' | 'sessionTtlMs' | 'chunkLockMs' | 'maxOpenSessionsPerKey'>
+type ServiceSettings = Pick<Config, 'limits' | 'sweeper' | 'uploadTimeoutMs' | 'downloadResumeMs' | 'sessionTtlMs' | 'chunkLockMs'>
 import { createFileService, type FileService } from '../services/files.js'
 import { InFlight } from '../services/in-flight.js'
+import { createQuota, type Quota } from '../services/quota.js'
 import { createRefundQueue } from '../services/refunds.js'
 import { createSessionService, type SessionService } from '../services/sessions.js'
 import { createSweeper, type Sweeper } from '../services/sweeper.js'
@@ -16,6 +17,7 @@ declare module 'fastify' {
     files: FileService
     sessions: SessionService
     sweeper: Sweeper
+    quota: Quota
   }
 }
 
@@ -23,6 +25,8 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
   const { config, now } = opts
   const inFlight = new InFlight()
   const { blobs, state } = app
+  const quota = createQuota({ keys: state.keys, log: app.log.child({ component: 'quota' }), now, uploadTimeoutMs: config.uploadTimeoutMs })
+  app.decorate('quota', quota)
   const refunds = createRefundQueue({ files: state.files, log: app.log.child({ component: 'refunds' }), metrics: app.metrics, now })
   const files = createFileService({
     blobs,
@@ -32,6 +36,7 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     metrics: app.metrics,
     inFlight,
     refunds,
+    quota,
     now,
     maxFileSize: config.limits.maxFileSize,
     graceMs: config.sweeper.graceMs,
@@ -44,16 +49,15 @@ export default fp(async function services (app: FastifyInstance, opts: { config:
     sessions: state.sessions,
     cleanup: state.cleanup,
     files,
+    quota,
     log: app.log,
     metrics: app.metrics,
     inFlight,
     now,
     maxChunkSize: config.limits.maxChunkSize,
-    maxFileSize: config.limits.maxFileSize,
     sessionTtlMs: config.sessionTtlMs,
     graceMs: config.sweeper.graceMs,
-    chunkLockMs: config.chunkLockMs,
-    maxOpenPerKey: config.maxOpenSessionsPerKey
+    chunkLockMs: config.chunkLockMs
   }))
   const sweeper = createSweeper({ blobs, files: state.files, sessions: state.sessions, cleanup: state.cleanup, log: app.log.child({ component: 'sweeper' }), metrics: app.metrics, now, intervalMs: config.sweeper.intervalMs, tombstoneMs: config.limits.maxExpiryHours * 3_600_000 + config.sweeper.graceMs })
   app.decorate('sweeper', sweeper)

@@ -12,6 +12,7 @@ import { admitBody, declaredLength, readFields, readForm } from '../http/multipa
 import {
   ChunkFields, ChunkResponse, CompleteFields, errorResponses, multipartBody, SessionFields, StartResponse, startFields, UploadResponse, VerifyResponse
 } from './schemas.js'
+import { fileSettings, reserveRoom } from './key-limits.js'
 
 const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> }> = async (app, { config }) => {
   const StartFields = startFields(config.limits)
@@ -20,21 +21,22 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> 
 
   app.post('/upload/start', {
     config: { crossOrigin: true },
-    onRequest,
-    schema: { ...common, summary: 'Open a chunked upload session', multipart: multipartBody(StartFields), response: { 200: StartResponse, ...errorResponses(400, 401, 429, 500, 503, 507) } }
+    onRequest: [...onRequest, app.rateLimits.newUploads],
+    schema: { ...common, summary: 'Open a chunked upload session', multipart: multipartBody(StartFields), response: { 200: StartResponse, ...errorResponses(400, 401, 403, 413, 429, 500, 503, 507) } }
   }, async (req) => {
     const f = await readFields(req, StartFields)
-    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads: f.max_downloads!, expiryHours: f.expiry_hours!, sha256: f.sha256?.toLowerCase(), chunkSize: f.chunk_size }, req.keyId) }
+    const { maxDownloads, expiryHours } = fileSettings(req, { maxDownloads: f.max_downloads, expiryHours: f.expiry_hours })
+    return { upload_id: await app.sessions.start({ filename: f.filename, totalChunks: f.total_chunks, maxDownloads, expiryHours, sha256: f.sha256?.toLowerCase(), chunkSize: f.chunk_size }, req.apiKey!) }
   })
 
   app.post('/upload/chunk', {
     config: { crossOrigin: true },
-    onRequest: [...onRequest, app.sizeGuard(config.limits.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE'), app.transferSlots.upload],
+    onRequest: [...onRequest, app.sizeGuard(config.limits.maxChunkSize, 'DROPCODE_CHUNK_TOO_LARGE'), reserveRoom(app, key => Math.min(config.limits.maxChunkSize, key.limits.maxFileSize)), app.transferSlots.upload],
     schema: {
       ...common,
       summary: 'Upload one chunk (upload_id and chunk_index before the chunk part)',
       multipart: multipartBody(ChunkFields, { name: 'chunk', description: 'The chunk data (at most MAX_CHUNK_SIZE bytes).' }),
-      response: { 200: ChunkResponse, ...errorResponses(400, 401, 404, 409, 413, 429, 500, 503, 507) }
+      response: { 200: ChunkResponse, ...errorResponses(400, 401, 403, 404, 409, 413, 429, 500, 503, 507) }
     }
   }, async (req, reply) => {
     // S3: not a byte of the body is read until upload memory is promised to it (parts.ts).
@@ -45,7 +47,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> 
         throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send "upload_id" and "chunk_index" before the "chunk" file part.')
       }
       const { upload_id: id, chunk_index: index } = parseFields(ChunkFields, before)
-      return await app.sessions.receiveChunk(id, index, stream, req.keyId, declaredLength(req), ticket)
+      return await app.sessions.receiveChunk(id, index, stream, req.apiKey!, { maxLength: declaredLength(req), ticket, hold: req.hold ?? undefined })
     }).finally(() => ticket?.release())
     // A failure after the chunk was stored (a second file, say) aborted it: a 4xx records nothing.
     if (form.file === undefined) throw new DropcodeError('DROPCODE_MISSING_FILE', 'Missing chunk: send it as the multipart file field "chunk".')
@@ -98,7 +100,7 @@ const chunkedRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> 
     // Assembling a large session can keep the socket silent for minutes (S3 completing many
     // parts, or small-chunk sessions streamed into one object): exempt it from the stall guard.
     req.allowSilence()
-    return await app.sessions.complete(id, req.keyId, sha256?.toLowerCase())
+    return await app.sessions.complete(id, req.apiKey!, sha256?.toLowerCase())
   })
 }
 export default chunkedRoutes

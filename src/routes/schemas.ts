@@ -26,8 +26,10 @@ export const CodeParams = Type.Object({ code: Type.String({ description: '6-char
 export const DEFAULT_MAX_DOWNLOADS = 1
 export const DEFAULT_EXPIRY_HOURS = 24
 
-const maxDownloads = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxDownloads, default: DEFAULT_MAX_DOWNLOADS, description: 'Downloads allowed.' }))
-const expiryHours = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxExpiryHours, default: DEFAULT_EXPIRY_HOURS, description: 'Hours until the file expires.' }))
+// No schema default: an absent value takes the interface's default, lowered to the key's limit
+// if that is lower (routes/key-limits.ts), which a default filled in here could not tell apart.
+const maxDownloads = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxDownloads, description: `Downloads allowed (default ${DEFAULT_MAX_DOWNLOADS}, or the API key's max_downloads if lower).` }))
+const expiryHours = (limits: Limits) => Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxExpiryHours, description: `Hours until the file expires (default ${DEFAULT_EXPIRY_HOURS}, or the API key's max_expiry_hours if lower).` }))
 const UploadId = Type.String({ pattern: '^[A-Za-z0-9_-]{22}$', description: 'the upload_id from /upload/start: 22 base64url characters' })
 const sha256Of = (what: string) => Type.Optional(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: `the SHA-256 of ${what}, 64 hex digits; a mismatch answers 400 DROPCODE_DIGEST_MISMATCH and stores nothing` }))
 

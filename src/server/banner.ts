@@ -1,7 +1,7 @@
 /**
  * The start-up banner, printed on stderr whatever LOG_LEVEL is: where the service answers, where
- * its metrics are (their own listener), which drivers it uses, and the API key when one was
- * generated (without it nobody can upload).
+ * its metrics are (their own listener), which drivers it uses, and the admin key kept under
+ * DATA_DIR when API_KEYS is unset (without it nobody can upload).
  */
 import type { AddressInfo } from 'node:net'
 import os from 'node:os'
@@ -19,7 +19,8 @@ function metricsLine (config: Config, metrics: AddressInfo | undefined): string 
     : `  metrics: http://${hostInUrl(host)}:${metrics.port}/metrics`
 }
 
-export function startupBanner (config: Config, address: string | AddressInfo | null, metrics?: AddressInfo): string {
+/** `kept`: the admin key kept under DATA_DIR when API_KEYS is unset (plugins/auth.ts). */
+export function startupBanner (config: Config, address: string | AddressInfo | null, metrics?: AddressInfo, kept?: { secret: string, file: string, created: boolean }): string {
   const port = typeof address === 'object' && address !== null ? address.port : config.port
   const everywhere = isEverywhere(config.host)
   const urls = everywhere
@@ -40,9 +41,9 @@ export function startupBanner (config: Config, address: string | AddressInfo | n
     metricsLine(config, metrics),
     `  storage: ${storage}`,
     `  state:   ${state}`,
-    config.apiKeyGenerated
-      ? `  API key (generated for this run; set API_KEYS to keep keys across restarts): ${config.apiKeys[0]!}`
-      : `  API keys: ${config.apiKeys.length} from API_KEYS`
+    kept !== undefined
+      ? `  admin API key (${kept.created ? 'generated now and kept' : 'kept'} in ${kept.file}; make more with "dropcode keys create"): ${kept.secret}`
+      : `  API keys: ${config.apiKeys.length} admin key${config.apiKeys.length === 1 ? '' : 's'} from API_KEYS, more in the key store ("dropcode keys")`
   ]
   return lines.join('\n') + '\n'
 }

@@ -40,7 +40,9 @@ import { ByteCounter, Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, FileStore } from '../state/index.js'
 import type { InFlight } from './in-flight.js'
+import { overLimit, whose } from './keys.js'
 import { checkDigest, type Pending } from './pending.js'
+import { fileItem, type Hold, type Quota } from './quota.js'
 import type { RefundQueue } from './refunds.js'
 
 const HOUR = 3_600_000
@@ -69,8 +71,18 @@ export interface StoredBlob {
   filename: string
 }
 
-/** What a published file's record takes from its upload's fields. */
-export interface PublishSettings { maxDownloads: number, expiryHours: number }
+/** What a published file's record takes from its upload's fields, and the key that uploaded it. */
+export interface PublishSettings { maxDownloads: number, expiryHours: number, keyName?: string | undefined }
+
+/** How an upload's body is received. */
+export interface UploadLimits {
+  /** An upper bound of its length if known (the request's Content-Length). */
+  maxLength?: number | undefined
+  /** Its admission at the store's gate (`BlobStore.admit`), if any. */
+  ticket?: UploadTicket | undefined
+  /** Its room in its key's quota (quota.ts): its size limit, and where its bytes are counted. */
+  hold?: Hold | undefined
+}
 
 /** An upload stored under `blobKey`, published by `commit` (pending.ts). */
 export interface PendingFile extends Pending<FileRecord, PublishSettings> {
@@ -117,6 +129,8 @@ export interface FileServiceOptions {
   inFlight: InFlight
   /** Where refunds go that the state store did not acknowledge at once. */
   refunds: RefundQueue
+  /** Keys' ledgers: a file's bytes return to its key when it is deleted or downloaded for the last time. */
+  quota: Quota
   /** Epoch ms. */
   now: () => number
   /** Bytes. */
@@ -127,6 +141,19 @@ export interface FileServiceOptions {
   uploadTimeoutMs: number
   /** ms a cut download stays resumable (its object is kept for it meanwhile). */
   resumeMs: number
+}
+
+/** The size limit of a stream under `hold`: the key's file limit, or what is left of its quota. */
+export function sizeLimit (hold: Hold, what: 'file' | 'chunk' = 'file'): { max: number, error: () => DropcodeError } {
+  const { key, max } = hold
+  return {
+    max,
+    error: () => hold.over === 'quota'
+      ? overLimit(key, 'quotaBytes', 'DROPCODE_QUOTA_EXCEEDED', `The upload is larger than what is left of ${whose(key, 'quotaBytes')}'s quota (${max} bytes); nothing was stored. Delete files or let them expire first.`)
+      : what === 'chunk'
+        ? new DropcodeError('DROPCODE_CHUNK_TOO_LARGE', `The chunk is larger than the limit of ${max} bytes.`)
+        : overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The file is larger than ${whose(key, 'maxFileSize')}'s limit of ${max} bytes.`)
+  }
 }
 
 export class FileNotFound extends DropcodeError {
@@ -182,7 +209,7 @@ export function createFileService (opts: FileServiceOptions) {
   }
 
   /** Streams an upload into a new object (in the cleanup index before its first byte), hashing it. */
-  async function store (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<StoredBlob> {
+  async function store (body: Readable, rawFilename: string | undefined, { maxLength, ticket, hold }: UploadLimits): Promise<StoredBlob> {
     const key = newBlobKey()
     try {
       await cleanup.schedule(key, now() + opts.uploadTimeoutMs)
@@ -190,7 +217,7 @@ export function createFileService (opts: FileServiceOptions) {
       body.resume() // let the parser finish reading the request
       throw err
     }
-    const meter = new Sha256Meter({ max: opts.maxFileSize, code: 'DROPCODE_FILE_TOO_LARGE' })
+    const meter = new Sha256Meter(hold !== undefined ? sizeLimit(hold) : { max: opts.maxFileSize, code: 'DROPCODE_FILE_TOO_LARGE' })
     pipeline(body, meter, () => {})
     try {
       const { size } = await blobs.put(key, meter, { contentType: 'application/octet-stream', maxLength, ticket })
@@ -220,14 +247,15 @@ export function createFileService (opts: FileServiceOptions) {
           downloads: 0,
           createdAt,
           expiresAt,
-          retainUntil: expiresAt + opts.graceMs
+          retainUntil: expiresAt + opts.graceMs,
+          ...(settings.keyName !== undefined ? { keyName: settings.keyName } : {})
         }
         await cleanup.schedule(blob.key, now() + PUBLISH_WINDOW_MS, pendingOwner(file.code))
         if (await files.create(file, createdAt)) {
           if (!await cleanup.confirm(blob.key, file.retainUntil, file.code)) {
             throw new DropcodeError('DROPCODE_STATE_UNAVAILABLE', undefined, undefined, { cause: new Error('publish given up by a sweeper before it was confirmed') })
           }
-          metrics.uploaded(kind, file.size)
+          metrics.uploaded(kind, file.size, file.keyName)
           return file
         }
         // A collision wrote nothing; the pending owner it left is given up with the key.
@@ -242,8 +270,12 @@ export function createFileService (opts: FileServiceOptions) {
   }
 
   /** Stores an upload's bytes, pending until the route has read the rest of its form. */
-  async function receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<PendingFile> {
-    const blob = await store(body, rawFilename, maxLength, ticket)
+  async function receive (body: Readable, rawFilename: string | undefined, limits: UploadLimits): Promise<PendingFile> {
+    const { hold } = limits
+    const blob = await store(body, rawFilename, limits).catch(async (err: unknown) => {
+      await hold?.release()
+      throw err
+    })
     let settled = false
     const pending: PendingFile = {
       blobKey: blob.key,
@@ -253,11 +285,17 @@ export function createFileService (opts: FileServiceOptions) {
         if (settled) return
         settled = true
         await dropBlob(blob.key)
+        await hold?.release()
       },
       async commit ({ sha256, ...settings }) {
         await checkDigest(pending, sha256)
         settled = true // a failed publish gives up its object itself
-        return await publish(blob, settings)
+        const file = await publish(blob, { ...settings, keyName: hold?.key.name }).catch(async (err: unknown) => {
+          await hold?.release()
+          throw err
+        })
+        await hold?.keep(fileItem(file.code), file.size, file.expiresAt)
+        return file
       }
     }
     return pending
@@ -342,8 +380,8 @@ export function createFileService (opts: FileServiceOptions) {
      * Content-Length); `ticket`: the upload's admission at the store's gate (`BlobStore.admit`),
      * if any.
      */
-    receive (body: Readable, rawFilename: string | undefined, maxLength?: number, ticket?: UploadTicket): Promise<PendingFile> {
-      return opts.inFlight.track(receive(body, rawFilename, maxLength, ticket))
+    receive (body: Readable, rawFilename: string | undefined, limits: UploadLimits = {}): Promise<PendingFile> {
+      return opts.inFlight.track(receive(body, rawFilename, limits))
     },
 
     /** Deletes a stored object that will not be published (a session whose digest differs). */
@@ -384,6 +422,8 @@ export function createFileService (opts: FileServiceOptions) {
         throw err
       }
       if (!claim.ok) throw notFound(claim.reason)
+      // Its last download taken, the file is no longer live: its bytes return to its key.
+      if (claim.last) await opts.quota.fileGone(claim.file)
       return (await open(claim.file, claimId, false))!
     },
 
@@ -392,6 +432,7 @@ export function createFileService (opts: FileServiceOptions) {
       if (!isCode(code)) throw FileNotFound.of('unknown') // before any store sees it
       const removed = await files.delete(code, now())
       if (!removed.ok) throw FileNotFound.of(removed.reason) // not a download refusal
+      await opts.quota.fileGone(removed.file)
       await dropBlob(removed.file.blobKey)
     }
   }

@@ -16,16 +16,20 @@
  *   CHUNK_LOCK_SECONDS, finding the object already whole if the dead one got that far;
  * - a 409 names when the lease in the way runs out (Retry-After, whole seconds rounded up): the
  *   holder may be a request whose instance died, and then waiting that long is all it takes;
- * - a session belongs to the API key that opened it (its `keyId`): every other key is answered
- *   as for an unknown session, and each key holds at most MAX_OPEN_SESSIONS_PER_KEY open
- *   sessions (429 beyond), reserved before any storage is touched;
+ * - a session belongs to the API key that opened it (its `keyId`, the key's name): every other
+ *   key is answered as for an unknown session, and each key holds at most its `maxOpenSessions`
+ *   (MAX_OPEN_SESSIONS_PER_KEY unless the key says less; 403 beyond), reserved before any
+ *   storage is touched;
+ * - the chunks' bytes count toward the key's quota (quota.ts): each chunk request reserves its
+ *   length first, a recorded chunk's bytes become the session's item, and the session's item
+ *   becomes its file's when it completes;
  * - a completed session is still reported (settings, chunks, result) for as long as a repeated
  *   complete answers its code: both read the one record `finish` wrote, so the windows agree.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { pipeline, type Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import type { BlobStore, ChunkReceipt, UploadTicket } from '../blob/index.js'
+import type { BlobStore, ChunkReceipt } from '../blob/index.js'
 import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
@@ -34,8 +38,10 @@ import { ownedBy, sessionOwner, type ChunkRecord, type SessionView, type UploadS
 import { Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, CompletedSession, SessionStore } from '../state/index.js'
-import type { FileService } from './files.js'
+import { sizeLimit, type FileService, type UploadLimits } from './files.js'
 import type { InFlight } from './in-flight.js'
+import { overLimit, whose, type ApiKey } from './keys.js'
+import { fileItem, sessionItem, type Quota } from './quota.js'
 import { checkDigest, type Pending } from './pending.js'
 import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
 
@@ -44,6 +50,8 @@ export interface SessionServiceOptions {
   sessions: SessionStore
   cleanup: CleanupIndex
   files: FileService
+  /** Keys' ledgers (the chunks' bytes count toward the key's quota). */
+  quota: Quota
   log: FastifyBaseLogger
   metrics: Metrics
   /** Chunk uploads are tracked so a shutdown waits for their cleanup. */
@@ -51,16 +59,12 @@ export interface SessionServiceOptions {
   now: () => number
   /** Bytes. */
   maxChunkSize: number
-  /** Bytes, for the assembled file. */
-  maxFileSize: number
   /** ms a session lives without activity. */
   sessionTtlMs: number
   /** ms an abandoned session's storage outlives the session before it is swept. */
   graceMs: number
   /** ms a chunk's lock, or a completion's lease, lasts without a heartbeat (renewed every third of it). */
   chunkLockMs: number
-  /** Open sessions one API key may hold at once. */
-  maxOpenPerKey: number
 }
 
 export interface SessionSettings {
@@ -125,9 +129,10 @@ export function createSessionService (opts: SessionServiceOptions) {
    * while hashed and folded (`storeChunk`), then a pending chunk that the route commits (records
    * it: `commitChunk`) or aborts.
    */
-  async function receiveChunk (id: string, index: number, body: Readable, keyId: string, maxLength?: number, ticket?: UploadTicket): Promise<PendingChunk> {
-    const lock = await lockChunk(id, index, keyId)
-    const stored = await storeChunk(lock, body, maxLength, ticket)
+  async function receiveChunk (id: string, index: number, body: Readable, key: ApiKey, limits: UploadLimits): Promise<PendingChunk> {
+    const { hold } = limits
+    const lock = await lockChunk(id, index, key).catch(async (err: unknown) => { await hold?.release(); throw err })
+    const stored = await storeChunk(lock, body, limits).catch(async (err: unknown) => { await hold?.release(); throw err })
     const { session } = lock
     let settled = false
     const pending: PendingChunk = {
@@ -140,24 +145,28 @@ export function createSessionService (opts: SessionServiceOptions) {
         stored.stopLock()
         await discard(session.blobKey, session.handle, stored.record)
         await lock.abort()
+        await hold?.release()
       },
       async commit ({ sha256 }) {
         await checkDigest(pending, sha256, `Chunk ${index}'s SHA-256 differs from chunk_sha256; it was not stored: send it again.`)
         settled = true
         stored.stopLock()
-        return await commitChunk(lock, stored)
+        const committed = await commitChunk(lock, stored).catch(async (err: unknown) => { await hold?.release(); throw err })
+        // The chunk's bytes (less those of the chunk it replaced) become the session's.
+        await hold?.keep(sessionItem(id), stored.record.size - (committed.previous?.size ?? 0), now() + ttl)
+        return { received: committed.received, total: committed.total }
       }
     }
     return pending
   }
 
   /** A chunk index locked for one request: `token` names the lock, `abort()` releases it. */
-  interface ChunkLock { id: string, index: number, keyId: string, token: string, session: UploadSession, abort: () => Promise<void> }
+  interface ChunkLock { id: string, index: number, key: ApiKey, token: string, session: UploadSession, abort: () => Promise<void> }
 
   /** Takes chunk `index`'s lock (409 with the lease left while another request holds it, or the session completes). */
-  async function lockChunk (id: string, index: number, keyId: string): Promise<ChunkLock> {
+  async function lockChunk (id: string, index: number, key: ApiKey): Promise<ChunkLock> {
     const token = randomBytes(12).toString('base64url')
-    const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, keyId)
+    const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, key.name)
     if (!begun.ok) {
       if (begun.reason === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
       throw begun.reason === 'locked'
@@ -170,7 +179,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       await abort()
       throw new DropcodeError('DROPCODE_INVALID_FIELD', `Field "chunk_index" must be from 0 to ${session.totalChunks - 1}.`)
     }
-    return { id, index, keyId, token, session, abort }
+    return { id, index, key, token, session, abort }
   }
 
   /** A chunk in storage, not yet recorded: its record, its fold into the file's digest, its kept bytes. */
@@ -186,13 +195,15 @@ export function createSessionService (opts: SessionServiceOptions) {
    * keeping its bytes for the fold at its turn, if they fit). On any failure nothing is left:
    * the stored part discarded, the lock released.
    */
-  async function storeChunk (lock: ChunkLock, body: Readable, maxLength: number | undefined, ticket: UploadTicket | undefined): Promise<StoredChunk> {
+  async function storeChunk (lock: ChunkLock, body: Readable, { maxLength, ticket, hold }: UploadLimits): Promise<StoredChunk> {
     const { id, index, token, session } = lock
     const { chunkSize } = session
     const fold = prefixes.streamFold(id, index)
     // Not foldable now: keep its bytes for the fold at its turn, if they fit.
     const kept = fold === undefined ? prefixes.retain() : undefined
-    const meter = new Sha256Meter({ max: Math.min(opts.maxChunkSize, chunkSize ?? Infinity), code: 'DROPCODE_CHUNK_TOO_LARGE' }, fold?.update ?? kept?.add)
+    const max = Math.min(opts.maxChunkSize, chunkSize ?? Infinity)
+    const limit = hold !== undefined && hold.max < max ? sizeLimit(hold, 'chunk') : { max, code: 'DROPCODE_CHUNK_TOO_LARGE' as const }
+    const meter = new Sha256Meter(limit, fold?.update ?? kept?.add)
     const stopLock = keepLock(id, index, token, err => meter.destroy(err))
     pipeline(body, meter, () => {})
     try {
@@ -223,8 +234,9 @@ export function createSessionService (opts: SessionServiceOptions) {
   }
 
   /** Records a stored chunk under its lock; what it replaced is discarded. */
-  async function commitChunk (lock: ChunkLock, { record, fold, kept }: StoredChunk): Promise<{ received: number, total: number }> {
-    const { id, index, keyId, token, session } = lock
+  async function commitChunk (lock: ChunkLock, { record, fold, kept }: StoredChunk): Promise<{ received: number, total: number, previous: ChunkRecord | null }> {
+    const { id, index, key, token, session } = lock
+    const { maxFileSize } = key.limits
     // A commit that fails may still be recorded (its answer lost: a paused Redis runs it when
     // it resumes), so its data is kept: completion removes every chunk object no record
     // names, and the sweeper an abandoned session's.
@@ -237,19 +249,19 @@ export function createSessionService (opts: SessionServiceOptions) {
         : new DropcodeError('DROPCODE_SESSION_BUSY', `Chunk ${index} lost its upload lock; send it again.`)
     }
     if (committed.previous !== null && committed.previous.receipt !== record.receipt) await discard(session.blobKey, session.handle, committed.previous)
-    if (committed.bytes > opts.maxFileSize) {
+    if (committed.bytes > maxFileSize) {
       kept?.release()
       // Record nothing: take the index back (a fresh lock, then abort it).
       const again = randomBytes(12).toString('base64url')
-      if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, keyId)).ok) {
+      if ((await sessions.beginChunk(id, index, again, now() + lockMs, now(), ttl, key.name)).ok) {
         await discard(session.blobKey, session.handle, await sessions.abortChunk(id, index, again, now()))
       }
-      throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+      throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
     }
     const receipt = JSON.parse(record.receipt) as ChunkReceipt
     const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : undefined
     prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
-    return { received: committed.received, total: session.totalChunks }
+    return { received: committed.received, total: session.totalChunks, previous: committed.previous }
   }
 
   /**
@@ -311,16 +323,18 @@ export function createSessionService (opts: SessionServiceOptions) {
   }
 
   return {
-    /** Opens a session for the key `keyId` (see plugins/auth.ts). */
-    async start (settings: SessionSettings, keyId: string): Promise<string> {
-      if (settings.chunkSize !== undefined && (settings.totalChunks - 1) * settings.chunkSize > opts.maxFileSize) {
-        throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `${settings.totalChunks} chunks of ${settings.chunkSize} bytes add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+    /** Opens a session for `key` (see services/keys.ts). */
+    async start (settings: SessionSettings, key: ApiKey): Promise<string> {
+      const keyId = key.name
+      const { maxFileSize, maxOpenSessions } = key.limits
+      if (settings.chunkSize !== undefined && (settings.totalChunks - 1) * settings.chunkSize > maxFileSize) {
+        throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `${settings.totalChunks} chunks of ${settings.chunkSize} bytes add up to more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
       }
       const id = randomBytes(16).toString('base64url')
       const blobKey = newBlobKey()
       const at = now()
-      if (!await sessions.reserve(keyId, id, at + ttl, at, opts.maxOpenPerKey)) {
-        throw new DropcodeError('DROPCODE_TOO_MANY_SESSIONS', `This API key has ${opts.maxOpenPerKey} open upload sessions; complete them or let them expire first.`)
+      if (!await sessions.reserve(keyId, id, at + ttl, at, maxOpenSessions)) {
+        throw overLimit(key, 'maxOpenSessions', 'DROPCODE_TOO_MANY_SESSIONS', `${whose(key, 'maxOpenSessions')} has ${maxOpenSessions} open upload sessions, its limit; complete them or let them expire first.`)
       }
       try {
         // Indexed for cleanup (owned by the session) before storage is touched.
@@ -348,13 +362,12 @@ export function createSessionService (opts: SessionServiceOptions) {
       return id
     },
 
-    /** Streams one chunk into the session's storage; the caller then commits or aborts it. */
     /**
-     * `maxLength`: an upper bound of the chunk's length if known (the request's Content-Length);
-     * `ticket`: the request's admission at the store's gate (`BlobStore.admit`), if any.
+     * Streams one chunk into the session's storage; the caller then commits or aborts it.
+     * `limits`: its declared length, its admission at the store's gate, its hold on the key's quota.
      */
-    receiveChunk (id: string, index: number, body: Readable, keyId: string, maxLength?: number, ticket?: UploadTicket): Promise<PendingChunk> {
-      return opts.inFlight.track(receiveChunk(id, index, body, keyId, maxLength, ticket))
+    receiveChunk (id: string, index: number, body: Readable, key: ApiKey, limits: UploadLimits = {}): Promise<PendingChunk> {
+      return opts.inFlight.track(receiveChunk(id, index, body, key, limits))
     },
 
     /**
@@ -377,9 +390,10 @@ export function createSessionService (opts: SessionServiceOptions) {
      * Assembles and publishes the file; returns its code, size and digest (the same when
      * repeated). `sha256`: the digest the client expects (besides one declared at start).
      */
-    async complete (id: string, keyId: string, sha256Expected?: string): Promise<CompletedFile> {
+    async complete (id: string, key: ApiKey, sha256Expected?: string): Promise<CompletedFile> {
       const token = randomBytes(12).toString('base64url')
-      const started = await sessions.beginCompletion(id, now(), now() + lockMs, keyId, token, ttl)
+      const { maxFileSize } = key.limits
+      const started = await sessions.beginCompletion(id, now(), now() + lockMs, key.name, token, ttl)
       if (started.status === 'done') {
         const { result } = started
         if (sha256Expected !== undefined && result.sha256 !== sha256Expected) {
@@ -392,6 +406,8 @@ export function createSessionService (opts: SessionServiceOptions) {
         throw busy(started.until, s => `The session is completing, or a chunk of it is locked, by a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
       }
       const { session, chunks } = started
+      // Whose bytes these are (a session of dropcode 0.1 has no key: the completing key's).
+      const owner = session.keyId !== undefined && session.keyId !== '' ? session.keyId : key.name
       const lease = keepCompletion(id, token)
       let assembled = false
       try {
@@ -406,7 +422,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         }
         const ordered = [...Array(session.totalChunks).keys()].map(i => chunks.get(i)!)
         const size = ordered.reduce((n, c) => n + c.size, 0)
-        if (size > opts.maxFileSize) throw new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than the file limit of ${opts.maxFileSize} bytes.`)
+        if (size > maxFileSize) throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
         // Taken before assembling: the chunks read back into it are gone once assembled.
         const prefix = await prefixes.snapshot(id, foldWaitMs)
         const built = await assemble(session, ordered, size)
@@ -418,6 +434,7 @@ export function createSessionService (opts: SessionServiceOptions) {
           // upload), so the session ends here and the object goes.
           await files.discard({ key: session.blobKey, size, sha256, filename: session.filename })
           await sessions.remove(id)
+          await opts.quota.drop(owner, sessionItem(id))
           prefixes.forget(id)
           throw new DropcodeError('DROPCODE_DIGEST_MISMATCH', 'The assembled file\'s SHA-256 differs from the one declared; nothing was stored and the session is closed: start again.', { declared_sha256: declared, sha256 })
         }
@@ -425,10 +442,12 @@ export function createSessionService (opts: SessionServiceOptions) {
         await lease.confirm()
         const file = await files.publish({ key: session.blobKey, size, sha256, filename: session.filename }, {
           maxDownloads: session.maxDownloads,
-          expiryHours: session.expiryHours
+          expiryHours: session.expiryHours,
+          keyName: owner
         }, 'chunked')
         const result = { code: file.code, size, sha256 }
         await sessions.finish(id, result, now(), ttl)
+        await opts.quota.move(owner, sessionItem(id), fileItem(file.code), size, file.expiresAt)
         prefixes.forget(id)
         opts.metrics.session('completed')
         return result

@@ -142,7 +142,11 @@ export function failure (a: Answer): UploadFailure {
   const code = typeof a.body.code === 'string' ? ` ${a.body.code}` : ''
   switch (a.status) {
     case 401: return new UploadFailure('key', 'The service refused this API key (401). Enter a valid key and try again.')
-    case 413: return new UploadFailure('too-large', `The file is larger than this service accepts (413). ${error ?? ''}`.trim())
+    case 413: return new UploadFailure('too-large', `The file is too large (413). ${error ?? 'The service takes no file this large.'}`)
+    case 403:
+      if (a.body.code === 'DROPCODE_QUOTA_EXCEEDED') return new UploadFailure('rejected', `This API key has no room left in its storage quota (403). ${error ?? ''}`.trim())
+      if (a.body.code === 'DROPCODE_TOO_MANY_SESSIONS') return new UploadFailure('rejected', `This API key has as many unfinished uploads open as it may (403). ${error ?? ''}`.trim())
+      return new UploadFailure('rejected', `The service refused the upload (403${code}): ${error ?? 'no reason given'}`)
     case 507: return new UploadFailure('full', 'The service is out of storage space (507). Nothing was lost on your side: try again later.')
     default: return new UploadFailure('rejected', `The service refused the upload (${a.status}${code}): ${error ?? 'no reason given'}`)
   }

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import http from 'node:http'
+import fsp from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { dataDir, form } from '../../helpers/app.js'
@@ -18,17 +19,23 @@ t.test('a bad setting stops start-up, naming the variable', async t => {
   t.match(stderr, /invalid PORT="eighty"/)
 })
 
-t.test('zero setup: the banner shows the generated key; a restart loses nothing', async t => {
+t.test('zero setup: the banner shows the admin key kept under DATA_DIR; a restart loses nothing', async t => {
   const dir = dataDir(t)
   const first = await startServer({ DATA_DIR: dir })
-  const key = /API key \(generated for this run[^)]*\): (\S+)/.exec(first.stderr())?.[1]
+  const key = /admin API key \(generated now and kept in (\S+);[^)]*\): (\S+)/.exec(first.stderr())
   t.ok(key, 'the generated key is in the banner')
-  const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key! }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
+  t.equal(key?.[1], path.join(dir, 'admin-key'))
+  t.equal((await fsp.stat(key![1]!)).mode & 0o777, 0o600, 'kept readable by its owner only')
+  const res = await fetch(`${first.url}/upload`, { method: 'POST', headers: { 'x-client-key': key![2]! }, body: form([['file', { data: 'survives' }], ['max_downloads', '2']]) })
   const { code } = await res.json() as { code: string }
   const firstDownload = await fetch(`${first.url}/download/${code}`)
   t.equal(firstDownload.status, 200)
   t.equal(await firstDownload.text(), 'survives')
   t.equal(await stop(first), 0, 'SIGTERM: clean exit')
+  const restarted = await startServer({ DATA_DIR: dir })
+  t.match(restarted.stderr(), `admin API key (kept in ${key![1]!}`, 'a restart keeps the key')
+  t.equal((await fetch(`${restarted.url}/upload`, { method: 'POST', headers: { 'x-client-key': key![2]! }, body: form([['file', { data: 'again' }]]) })).status, 200, 'and it still opens')
+  t.equal(await stop(restarted), 0)
 
   const second = await startServer({ DATA_DIR: dir, API_KEYS: 'fixed-key' })
   t.teardown(() => stop(second))
@@ -110,7 +117,7 @@ t.test('the start-up banner says where it serves, with which drivers, and the ke
   t.match(banner, /^ {2}metrics: http:\/\/127\.0\.0\.1:\d+\/metrics$/m, 'the metrics listener, on loopback by default')
   t.match(banner, /^ {2}storage: files under .*blobs$/m)
   t.match(banner, /^ {2}state: {3}LMDB under .*state$/m)
-  const key = /API key \(generated for this run; set API_KEYS to keep keys across restarts\): (\S+)$/m.exec(banner)?.[1]
+  const key = /admin API key \(generated now and kept in \S+; make more with "dropcode keys create"\): (\S+)$/m.exec(banner)?.[1]
   t.ok(key, 'the generated key, though LOG_LEVEL=error')
   const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': key! }, body: form([['file', { data: 'x' }]]) })
   t.equal(res.status, 200, 'and it works')

@@ -200,7 +200,9 @@ t.test('too large: known before sending (413 without a request), and the service
   await page.getByLabel('Drop a file here or choose a file').setInputFiles(small.path)
   t.equal(await page.getByRole('alert').textContent(), '', 'a file that fits clears the message')
   for (const [status, code, shown] of [
-    [413, 'DROPCODE_FILE_TOO_LARGE', 'The file is larger than this service accepts (413). The file is larger than this service accepts.'],
+    [413, 'DROPCODE_FILE_TOO_LARGE', 'The file is too large (413). The file is larger than this service accepts.'],
+    [403, 'DROPCODE_QUOTA_EXCEEDED', `This API key has no room left in its storage quota (403). ${ERROR_CATALOGUE.DROPCODE_QUOTA_EXCEEDED.message}`],
+    [403, 'DROPCODE_TOO_MANY_SESSIONS', `This API key has as many unfinished uploads open as it may (403). ${ERROR_CATALOGUE.DROPCODE_TOO_MANY_SESSIONS.message}`],
     [507, 'DROPCODE_STORAGE_FULL', 'The service is out of storage space (507). Nothing was lost on your side: try again later.']
   ] as const) {
     await page.route('**/upload', route => route.fulfill({ status, contentType: 'application/json', body: JSON.stringify({ error: ERROR_CATALOGUE[code].message, code }) }))

@@ -5,7 +5,7 @@
  * /upload/verify what is missing and sends only that; the downloaded bytes are checked.
  */
 import t, { type Test } from 'tap'
-import { keyIdOf } from '../../../src/plugins/auth.js'
+import { envKeyName } from '../../../src/services/keys.js'
 import { API_KEY, eventually, startApp, testConfig } from '../../helpers/app.js'
 import {
   codeOnPage, downloadThroughPage, launchBrowser, openTab, saveKey, TEST_CHUNK, testFile, unexpected, watchUploads
@@ -86,7 +86,7 @@ t.test('after a page reload the page resumes the session from localStorage when 
 
   const pending = JSON.parse(await page.evaluate('localStorage.getItem("dropcode.pending")') as string) as { uploadId: string, totalChunks: number, name: string }
   t.match(pending, { name: 'backup.tar', totalChunks: 7 })
-  const { chunks } = await app.sessions.status(pending.uploadId, keyIdOf(API_KEY))
+  const { chunks } = await app.sessions.status(pending.uploadId, envKeyName(API_KEY))
   t.same([...chunks.keys()].sort(), [...uploads.acked].sort(), 'the service holds the two chunks')
 
   // Reload while the service is still unreachable, so no chunk of the old page slips through.
