@@ -32,6 +32,11 @@ function refusal (err: unknown, name?: string): unknown {
   return err
 }
 
+/** Retries spent on failures that may have been carried out: the final message says what may have happened. */
+function unsure (err: unknown, note: string): unknown {
+  return err instanceof CliError && err.exitCode === EXIT.NETWORK ? new CliError(EXIT.NETWORK, `${err.message}; ${note}`) : err
+}
+
 /**
  * Runs one admin request with the client's retries, noting whether an attempt that failed may
  * have been carried out (`acted`: then `after` turns the final error into what it means).
@@ -56,6 +61,7 @@ async function admin<T> (client: Client, what: string, run: () => Promise<T>, af
 export async function createKey (args: KeysCreateArgs, client: Client): Promise<KeySecretAnswer> {
   const { name } = args.request
   return (await admin(client, 'create key', async () => await client.once<KeySecretAnswer>('POST', '/admin/keys', jsonBody(args.request)), (err, acted) => {
+    if (acted) err = unsure(err, `the key may have been created all the same, without a secret to show: "dropcode keys list" shows whether ${name} exists`)
     if (codeOf(err) !== 'DROPCODE_KEY_EXISTS') return refusal(err, name)
     return new CliError(EXIT.REFUSED, acted
       ? `a key named ${name} exists: the key may have been created by the first attempt (its answer, which held the secret, was lost); revoke and create it again, or rotate it, to get a secret (409 DROPCODE_KEY_EXISTS)`
@@ -84,7 +90,8 @@ export interface Rotated {
 export async function rotateKey (args: KeysRotateArgs, client: Client): Promise<Rotated> {
   const body = jsonBody(args.graceSeconds !== undefined ? { grace_seconds: args.graceSeconds } : {})
   const { answer, acted } = await admin(client, 'rotate key',
-    async () => await client.once<KeySecretAnswer>('POST', `/admin/keys/${encodeURIComponent(args.name)}/rotate`, body), err => refusal(err, args.name))
+    async () => await client.once<KeySecretAnswer>('POST', `/admin/keys/${encodeURIComponent(args.name)}/rotate`, body),
+    (err, acted) => refusal(acted ? unsure(err, 'the key may have been rotated all the same: its secret in use then works only until the grace runs out; rotate it again for a secret') : err, args.name))
   return { answer, repeated: acted }
 }
 

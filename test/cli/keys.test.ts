@@ -151,3 +151,11 @@ t.test('list: the table, limits in human units, usage and times in UTC', async t
     ''
   ].join('\n'))
 })
+
+t.test('create: every attempt unanswered: exit 6, and the key may exist all the same', async t => {
+  const server = await stub(t, (_s, _n, req) => { req.socket.destroy() })
+  const { args, client } = setup(t, server.url, ['create', '--name', 'ci'])
+  const err = await failure(createKey(args as Extract<KeysArgs, { action: 'create' }>, client))
+  t.equal(err.exitCode, EXIT.NETWORK)
+  t.match(err.message, /^create key: .*\(after 3 attempts\); the key may have been created all the same.*"dropcode keys list" shows whether ci exists$/)
+})
