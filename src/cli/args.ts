@@ -3,7 +3,9 @@
  * environment for --url/--key, and the help texts. Nothing here touches the network.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import type { KeyCreateRequest } from '../api/answers.js'
 import { CliError, EXIT } from './exit-codes.js'
+import { parseDuration } from './units.js'
 
 export const MiB = 1024 * 1024
 
@@ -45,7 +47,31 @@ const OPTIONS = {
   delete: common
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
-export type Command = keyof typeof OPTIONS
+/** `dropcode keys <action>`: the admin API, each action with its own options. */
+const KEYS_OPTIONS = {
+  create: {
+    ...common,
+    key: { type: 'string' },
+    name: { type: 'string' },
+    admin: { type: 'boolean' },
+    'max-file-size': { type: 'string' },
+    quota: { type: 'string' },
+    'max-downloads': { type: 'string' },
+    'max-expiry-hours': { type: 'string' },
+    'max-sessions': { type: 'string' },
+    'uploads-per-minute': { type: 'string' },
+    'expires-in-hours': { type: 'string' }
+  },
+  list: { ...common, key: { type: 'string' } },
+  revoke: { ...common, key: { type: 'string' } },
+  rotate: { ...common, key: { type: 'string' }, grace: { type: 'string' } }
+} as const satisfies Record<string, ParseArgsConfig['options']>
+
+export type Command = keyof typeof OPTIONS | 'keys'
+export type KeysAction = keyof typeof KEYS_OPTIONS
+
+/** A key's name as the service takes it; checked here too, since revoke and rotate put it in the path. */
+const KEY_NAME = /^[A-Za-z0-9._-]{1,64}$/
 
 const USAGE = `Usage: dropcode <command> [options]
 
@@ -54,6 +80,7 @@ Commands:
   download <code>     download a file, verify its digest (resumes a cut download)
   info <code>         show a file's name, size and digest (counts no download)
   delete <code>       delete a file
+  keys <action>       manage API keys (create, list, revoke, rotate; takes an admin key)
 
 Run "dropcode <command> --help" for a command's options.
 Server and key: --url/--key or DROPCODE_URL/DROPCODE_KEY. Documentation: docs/cli.md.
@@ -118,6 +145,33 @@ Deletes the file: no more downloads with this code.
 
 Options:
 ${COMMON_HELP}
+`,
+  keys: `Usage: dropcode keys <action> [options]
+
+Manages the service's API keys (its admin API). Takes an admin key: --key or $DROPCODE_KEY.
+A secret is shown once, when a key is created or rotated: stdout carries only the secret
+(KEY=$(dropcode keys create --name ci)), stderr says so.
+
+Actions:
+  create --name NAME [limits]   create a key; prints its secret
+  list                          the keys, their limits and usage (never a secret)
+  revoke NAME                   revoke a key of the key store (API_KEYS' keys are the server's)
+  rotate NAME [--grace T]       a new secret; the old one works for T more (default: the
+                                service's, 1 hour). T: seconds, or 90s, 10m, 1h, 2d; 0: not at all
+
+Limits of create (absent: the service's own; none may exceed it):
+  --admin                     the key may manage keys
+  --max-file-size SIZE        bytes of one file: 512M, 2G
+  --quota SIZE                bytes the key may hold at once (live files, open sessions)
+  --max-downloads N           downloads a file may allow
+  --max-expiry-hours N        hours a file may live
+  --max-sessions N            chunked upload sessions open at once
+  --uploads-per-minute N      new uploads per minute
+  --expires-in-hours N        the key itself is refused after N hours (default: never)
+
+Options:
+  --key KEY            an admin API key, sent as X-Client-Key (default: $DROPCODE_KEY)
+${COMMON_HELP}
 `
 }
 
@@ -158,7 +212,36 @@ export interface CodeArgs extends Common {
   code: string
 }
 
-export type Args = UploadArgs | DownloadArgs | CodeArgs | { command: 'help', text: string }
+interface KeysCommon extends Common {
+  command: 'keys'
+  /** The admin key. */
+  key: string
+}
+
+export interface KeysCreateArgs extends KeysCommon {
+  action: 'create'
+  request: KeyCreateRequest
+}
+
+export interface KeysListArgs extends KeysCommon {
+  action: 'list'
+}
+
+export interface KeysNameArgs extends KeysCommon {
+  action: 'revoke'
+  name: string
+}
+
+export interface KeysRotateArgs extends KeysCommon {
+  action: 'rotate'
+  name: string
+  /** Seconds the old secret keeps working; undefined: the service's default. */
+  graceSeconds?: number | undefined
+}
+
+export type KeysArgs = KeysCreateArgs | KeysListArgs | KeysNameArgs | KeysRotateArgs
+
+export type Args = UploadArgs | DownloadArgs | CodeArgs | KeysArgs | { command: 'help', text: string }
 
 const usage = (message: string) => new CliError(EXIT.USAGE, `${message} (see --help)`)
 
@@ -177,37 +260,51 @@ export function parseSize (value: string, name = 'chunk-size'): number {
   return size
 }
 
+type Values = Record<string, string | boolean | undefined>
+
+function options (args: string[], table: ParseArgsConfig['options']): { v: Values, positionals: string[] } {
+  try {
+    const parsed = parseArgs({ args, options: table, allowPositionals: true, strict: true })
+    return { v: parsed.values as Values, positionals: parsed.positionals }
+  } catch (err) {
+    throw usage((err as Error).message)
+  }
+}
+
+function commonOf (v: Values, env: NodeJS.ProcessEnv): Common {
+  const url = (v.url as string | undefined) ?? env.DROPCODE_URL
+  if (url === undefined || url === '') throw usage('no service URL: pass --url or set DROPCODE_URL')
+  return { url, quiet: v.quiet === true, json: v.json === true, retries: (v.retries === '0' ? 0 : positiveInt('retries', v.retries as string | undefined, 5))! }
+}
+
+function keyOf (v: Values, env: NodeJS.ProcessEnv, what: string): string {
+  const key = (v.key as string | undefined) ?? env.DROPCODE_KEY
+  if (key === undefined || key === '') throw usage(`no ${what}: pass --key or set DROPCODE_KEY`)
+  return key
+}
+
 export function parse (argv: string[], env: NodeJS.ProcessEnv): Args {
   const command = argv[0]
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     const topic = argv[1]
-    return { command: 'help', text: topic !== undefined && topic in OPTIONS ? HELP[topic as Command] : USAGE }
+    return { command: 'help', text: topic !== undefined && (topic in OPTIONS || topic === 'keys') ? HELP[topic as Command] : USAGE }
   }
+  if (command === 'keys') return parseKeys(argv.slice(1), env)
   if (!(command in OPTIONS)) throw usage(`unknown command "${command}"`)
-  const cmd = command as Command
-  let parsed
-  try {
-    parsed = parseArgs({ args: argv.slice(1), options: OPTIONS[cmd], allowPositionals: true, strict: true })
-  } catch (err) {
-    throw usage((err as Error).message)
-  }
-  const v = parsed.values as Record<string, string | boolean | undefined>
+  const cmd = command as keyof typeof OPTIONS
+  const { v, positionals } = options(argv.slice(1), OPTIONS[cmd])
   if (v.help === true) return { command: 'help', text: HELP[cmd] }
-  const [target, ...extra] = parsed.positionals
+  const [target, ...extra] = positionals
   if (target === undefined) throw usage(`${cmd} needs ${cmd === 'upload' ? 'a path (or - for standard input)' : 'a code'}`)
   if (extra.length > 0) throw usage(`unexpected argument "${extra[0]}"`)
-  const url = (v.url as string | undefined) ?? env.DROPCODE_URL
-  if (url === undefined || url === '') throw usage('no service URL: pass --url or set DROPCODE_URL')
-  const base: Common = { url, quiet: v.quiet === true, json: v.json === true, retries: (v.retries === '0' ? 0 : positiveInt('retries', v.retries as string | undefined, 5))! }
+  const base = commonOf(v, env)
 
   if (cmd === 'upload') {
-    const key = (v.key as string | undefined) ?? env.DROPCODE_KEY
-    if (key === undefined || key === '') throw usage('no API key: pass --key or set DROPCODE_KEY')
     return {
       ...base,
       command: 'upload',
       path: target,
-      key,
+      key: keyOf(v, env, 'API key'),
       maxDownloads: positiveInt('max-downloads', v['max-downloads'] as string | undefined),
       expiryHours: positiveInt('expiry-hours', v['expiry-hours'] as string | undefined),
       chunkSize: v['chunk-size'] !== undefined ? parseSize(v['chunk-size'] as string) : undefined,
@@ -228,4 +325,54 @@ export function parse (argv: string[], env: NodeJS.ProcessEnv): Args {
     }
   }
   return { ...base, command: cmd, code: target }
+}
+
+const defined = <T extends object>(value: T): T => Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) as T
+
+function keyName (name: string | undefined, action: string): string {
+  if (name === undefined) throw usage(action === 'create' ? 'keys create needs --name NAME' : `keys ${action} needs a key's name`)
+  if (!KEY_NAME.test(name)) throw usage(`"${name}" is not a key name (1 to 64 of A-Z a-z 0-9 . _ -)`)
+  return name
+}
+
+/** `keys <action> …` (argv without "keys"). */
+function parseKeys (argv: string[], env: NodeJS.ProcessEnv): Args {
+  const action = argv[0]
+  if (action === undefined || action === '--help' || action === '-h' || action === 'help') return { command: 'help', text: HELP.keys }
+  if (!(action in KEYS_OPTIONS)) throw usage(`unknown keys action "${action}" (create, list, revoke, rotate)`)
+  const act = action as KeysAction
+  const { v, positionals } = options(argv.slice(1), KEYS_OPTIONS[act])
+  if (v.help === true) return { command: 'help', text: HELP.keys }
+  const [target, ...extra] = positionals
+  // create names its key with --name (a limit's value is never mistaken for it); revoke and rotate take it alone.
+  const named = act === 'revoke' || act === 'rotate'
+  const unexpected = named ? extra[0] : target
+  if (unexpected !== undefined) throw usage(`unexpected argument "${unexpected}"`)
+  const base = { ...commonOf(v, env), command: 'keys' as const, key: keyOf(v, env, 'admin key') }
+  const str = (name: string) => v[name] as string | undefined
+  switch (act) {
+    case 'list': return { ...base, action: 'list' }
+    case 'revoke': return { ...base, action: 'revoke', name: keyName(target, act) }
+    case 'rotate': {
+      const grace = str('grace')
+      return { ...base, action: 'rotate', name: keyName(target, act), graceSeconds: grace !== undefined ? parseDuration(grace, 'grace') : undefined }
+    }
+    case 'create': {
+      const size = (name: string) => str(name) !== undefined ? parseSize(str(name)!, name) : undefined
+      const int = (name: string) => positiveInt(name, str(name))
+      // Absent fields stay absent: the service's own limits apply.
+      const request = defined<KeyCreateRequest>({
+        name: keyName(str('name'), act),
+        admin: v.admin === true ? true : undefined,
+        max_file_size: size('max-file-size'),
+        quota_bytes: size('quota'),
+        max_downloads: int('max-downloads'),
+        max_expiry_hours: int('max-expiry-hours'),
+        max_open_sessions: int('max-sessions'),
+        uploads_per_minute: int('uploads-per-minute'),
+        expires_in_hours: int('expires-in-hours')
+      })
+      return { ...base, action: 'create', request }
+    }
+  }
 }

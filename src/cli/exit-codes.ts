@@ -10,13 +10,13 @@ export const EXIT = {
   USAGE: 2,
   /** 401: the API key is missing or not accepted. */
   AUTH: 3,
-  /** 404: unknown, expired, exhausted or deleted code (or upload session). */
+  /** 404: unknown, expired, exhausted or deleted code (or upload session), or no such key in the key store (keys revoke, rotate). */
   NOT_FOUND: 4,
   /** The bytes differ from their digest (download), or the service saw a different SHA-256 (upload). */
   INTEGRITY: 5,
   /** The service could not be reached, or kept answering 5xx/429, after every retry. */
   NETWORK: 6,
-  /** The service refused the request otherwise (4xx: too large, invalid field, …). */
+  /** The service refused the request otherwise (4xx: too large, invalid field, a key's limit or quota, not an admin key, a key name taken, …). */
   REFUSED: 7,
   /** A local problem: unreadable input, an existing output without --force, an unsafe archive. */
   LOCAL: 8

@@ -18,12 +18,31 @@
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import https from 'node:https'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isTransient, NO_ANSWER, parseRetryAfter, retryWait } from '../api/retry.js'
 import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { CliError, EXIT, exitForStatus } from './exit-codes.js'
-import type { Multipart } from './multipart.js'
+import { limitRefusal } from './refusals.js'
+
+/** A request body as `json` sends it: a Multipart form, or JSON (jsonBody). */
+export interface RequestBody {
+  headers: () => Record<string, string>
+  /** One attempt's body: its length and a fresh stream of it. */
+  body: () => { length: number | undefined, open: () => Readable }
+}
+
+/** A JSON request body (the admin API's). */
+export function jsonBody (value: unknown): RequestBody {
+  const data = Buffer.from(JSON.stringify(value))
+  return { headers: () => ({ 'content-type': 'application/json' }), body: () => ({ length: data.length, open: () => Readable.from([data]) }) }
+}
+
+/**
+ * Service codes of a 409 that no retry changes (the policy's 409 is a lock that runs out): the
+ * key's name is taken.
+ */
+const FINAL_CONFLICTS: ReadonlySet<string> = new Set(['DROPCODE_KEY_EXISTS'])
 
 /** A connection with no byte moving either way for this long is cut and retried (ms). */
 const IDLE_TIMEOUT_MS = 120_000
@@ -35,7 +54,7 @@ const PROXY_DOCS = 'see the load-balancer docs (docs/load-balancers.md)'
 export interface ClientOptions {
   /** Base URL of the service (a path prefix is kept). */
   url: string
-  /** X-Client-Key, for the upload endpoints. */
+  /** X-Client-Key, for the upload and admin (keys) endpoints. */
   key?: string | undefined
   /** Attempts after the first one. */
   retries: number
@@ -127,23 +146,8 @@ export class Client {
    * (bytes damaged on the way: the service stored nothing); `signal` cuts the request and ends
    * its retries.
    */
-  async json<T = Record<string, unknown>> (what: string, method: string, path: string, form?: Multipart, opts: { retry?: boolean, digestRetry?: boolean, signal?: AbortSignal } = {}): Promise<T> {
-    const attempt = async () => {
-      const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body(), opts.signal)
-      const text = (await readAll(res, 1 << 20)).toString('utf8')
-      let body: Record<string, unknown> | undefined
-      try { body = JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: an HTML error page or a proxy's answer */ }
-      if (res.statusCode! >= 200 && res.statusCode! < 300) {
-        // A success without JSON is no answer of the service (a captive portal, a web server
-        // at --url). One with JSON is taken even without the header: a proxy may drop headers.
-        if (body !== null && typeof body === 'object') return body as T
-        if (!fromService(res.headers)) throw new CliError(EXIT.REFUSED, `something that is not a dropcode service answered: ${statusLine(res.statusCode!, res.statusMessage)}, ${res.headers['content-type'] ?? 'no content type'} (no Dropcode-Version header); check --url, ${PROXY_DOCS}`)
-        return {} as T
-      }
-      const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage)
-      if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, res.statusCode!, undefined, EXIT.INTEGRITY)
-      throw err
-    }
+  async json<T = Record<string, unknown>> (what: string, method: string, path: string, form?: RequestBody, opts: { retry?: boolean, digestRetry?: boolean, signal?: AbortSignal } = {}): Promise<T> {
+    const attempt = async () => await this.once<T>(method, path, form, opts)
     if (opts.retry === false) {
       try {
         return await attempt()
@@ -152,6 +156,28 @@ export class Client {
       }
     }
     return await this.retrying(what, attempt, opts.signal)
+  }
+
+  /**
+   * One attempt of `json`: a transient failure rejects with a Retryable (for `retrying`), a
+   * final one with a CliError. For callers that must know what an earlier attempt met (a key's
+   * creation, whose lost answer held its only copy of the secret).
+   */
+  async once<T = Record<string, unknown>> (method: string, path: string, form?: RequestBody, opts: { digestRetry?: boolean, signal?: AbortSignal } = {}): Promise<T> {
+    const res = await this.exchange(method, path, { ...this.auth(), ...(form?.headers() ?? {}) }, form?.body(), opts.signal)
+    const text = (await readAll(res, 1 << 20)).toString('utf8')
+    let body: Record<string, unknown> | undefined
+    try { body = JSON.parse(text) as Record<string, unknown> } catch { /* not JSON: an HTML error page or a proxy's answer */ }
+    if (res.statusCode! >= 200 && res.statusCode! < 300) {
+      // A success without JSON is no answer of the service (a captive portal, a web server
+      // at --url). One with JSON is taken even without the header: a proxy may drop headers.
+      if (body !== null && typeof body === 'object') return body as T
+      if (!fromService(res.headers)) throw new CliError(EXIT.REFUSED, `something that is not a dropcode service answered: ${statusLine(res.statusCode!, res.statusMessage)}, ${res.headers['content-type'] ?? 'no content type'} (no Dropcode-Version header); check --url, ${PROXY_DOCS}`)
+      return {} as T
+    }
+    const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage)
+    if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, res.statusCode!, undefined, EXIT.INTEGRITY)
+    throw err
   }
 
   auth (): Record<string, string> {
@@ -188,10 +214,10 @@ export function answerError (status: number, headers: IncomingHttpHeaders, body:
   const service = fromService(headers, body)
   const code = typeof body.code === 'string' ? body.code : undefined
   const what = service
-    ? `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
+    ? limitRefusal(status, body) ?? `${status}${code !== undefined ? ` ${code}` : ''}${typeof body.error === 'string' ? `: ${body.error}` : ''}`
     : `${statusLine(status, reason)} (no Dropcode-Version header)`
   // The retry policy is the status's, whoever answered: a proxy's 502 or 504 may pass.
-  if (isTransient(status)) {
+  if (isTransient(status) && !(service && code !== undefined && FINAL_CONFLICTS.has(code))) {
     return new Retryable(service ? what : `a proxy between you and the service answered ${what}`, status, parseRetryAfter(headers['retry-after']),
       status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`, service)
   }
