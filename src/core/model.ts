@@ -68,8 +68,8 @@ export interface UploadSession {
   /** SHA-256 the client declared for the whole file (hex), checked at completion; '' if none. */
   sha256: string
   /**
-   * Identity of the API key that opened the session (see plugins/auth.ts: an opaque id, never the
-   * key); only that key may use it. Absent for sessions opened before sessions were bound to keys.
+   * The name of the API key that opened the session (services/keys.ts; never its secret): only
+   * that key may use it. Absent only for sessions of dropcode 0.1, which no key may use.
    */
   keyId?: string
   /** How chunks are laid out in storage, settled by the first chunk that decides it (BlobStore-specific). */
@@ -111,9 +111,8 @@ export interface SessionView {
 export type Owner = `f:${string}` | `s:${string}` | `p:${string}` | `x:${string}`
 export const fileOwner = (code: string): Owner => `f:${code}`
 export const pendingOwner = (code: string): Owner => `p:${code}`
-/** True when `keyId` may use `session` (its own key, or a session opened before keys were bound). */
-export const ownedBy = (session: { keyId?: string | undefined }, keyId: string) =>
-  session.keyId === undefined || session.keyId === '' || session.keyId === keyId
+/** True when `keyId` may use `session`: only the key that opened it (a session of dropcode 0.1 has none, and is no one's). */
+export const ownedBy = (session: { keyId?: string | undefined }, keyId: string) => session.keyId === keyId
 export const sessionOwner = (id: string): Owner => `s:${id}`
 
 /**

@@ -406,8 +406,7 @@ export function createSessionService (opts: SessionServiceOptions) {
         throw busy(started.until, s => `The session is completing, or a chunk of it is locked, by a request that may have died with its instance: its lease runs out in ${s} s if so; retry then.`)
       }
       const { session, chunks } = started
-      // Whose bytes these are (a session of dropcode 0.1 has no key: the completing key's).
-      const owner = session.keyId !== undefined && session.keyId !== '' ? session.keyId : key.name
+      const owner = key.name // the session's own key: the store answers no other
       const lease = keepCompletion(id, token)
       let assembled = false
       try {

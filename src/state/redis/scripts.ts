@@ -223,10 +223,9 @@ local function refresh (nu)
 end
 `
 
-// A session of another key (ARGV[i]) is answered as unknown; sessions without a keyId predate keys.
+// A session of another key than ARGV[i] (or of none: dropcode 0.1's) is answered as unknown.
 const OWNED = (i: number) => `
-local owner = redis.call('HGET', KEYS[1], 'keyId')
-if owner and owner ~= '' and owner ~= ARGV[${i}] then return 'unknown' end
+if redis.call('HGET', KEYS[1], 'keyId') ~= ARGV[${i}] then return 'unknown' end
 `
 
 // ARGV: now, index, token, lockUntil, newUntil, keyId. Refused: 'busy UNTIL' or 'locked UNTIL'
@@ -304,11 +303,10 @@ local now = tonumber(ARGV[1])
 local u = redis.call('HGET', KEYS[1], 'until')
 if not u or now >= tonumber(u) then
   local d = redis.call('HMGET', KEYS[4], 'code', 'until', 'size', 'sha256', 'keyId')
-  if d[1] and tonumber(d[2]) > now and (not d[5] or d[5] == '' or d[5] == ARGV[3]) then return {'done', d[1], d[3] or '', d[4] or ''} end
+  if d[1] and tonumber(d[2]) > now and d[5] == ARGV[3] then return {'done', d[1], d[3] or '', d[4] or ''} end
   return {'unknown'}
 end
-local owner = redis.call('HGET', KEYS[1], 'keyId')
-if owner and owner ~= '' and owner ~= ARGV[3] then return {'unknown'} end
+if redis.call('HGET', KEYS[1], 'keyId') ~= ARGV[3] then return {'unknown'} end
 local st = redis.call('HMGET', KEYS[1], 'state', 'leaseUntil')
 if st[1] == 'completing' and tonumber(st[2]) > now then return {'busy', st[2]} end
 local locked = 0

@@ -251,7 +251,8 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
 
     const { keyId: _keyId, ...older } = sessionRecord(now)
     await sessions.create(older, now, TTL)
-    t.ok((await sessions.beginChunk(older.id, 0, token(), now + 1000, now, TTL, other)).ok, 'a session opened before keys were bound answers any key')
+    t.same(await sessions.beginChunk(older.id, 0, token(), now + 1000, now, TTL, other), { ok: false, reason: 'unknown' }, 'a session of dropcode 0.1 (no key) answers no key')
+    t.same(await sessions.beginCompletion(older.id, now, now + 1000, KEY, token(), TTL), { status: 'unknown' }, 'not even to complete it')
   })
 
   t.test('sessions: a key holds at most `max` places, also under concurrency; finish, remove, release and expiry free them, activity keeps them', async t => {
