@@ -132,7 +132,9 @@ export async function readForm<S extends TObject, T extends Abortable> (
         try {
           file = await store(part.file, part.filename, fields)
         } catch (err) {
-          if (streamError !== undefined && !isDropcodeError(err)) throw parserError(streamError)
+          // `errored` too: the store may fail on the stream's error before its 'error' event is out.
+          const failed = streamError ?? part.file.errored ?? undefined
+          if (failed !== undefined && !isDropcodeError(err)) throw parserError(failed)
           throw err
         }
         continue
