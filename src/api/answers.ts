@@ -172,7 +172,7 @@ export interface KeyAnswer {
   usage: {
     /** Bytes the key holds now (what its quota counts). */
     stored_bytes: number
-    /** ISO 8601 of its last upload start, or null. */
+    /** ISO 8601 of its last upload (begun, for a key with a quota; stored, for one without), or null. */
     last_used_at: string | null
   }
 }

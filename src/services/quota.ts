@@ -13,6 +13,9 @@
  * is released. A step that fails after the record's own (an instance dying in between) is
  * corrected when the item in the way ends: at worst a reservation outlives its upload until
  * the upload timeout, or a file is uncounted for the rest of its life.
+ *
+ * A key without a quota reserves nothing (nothing could refuse it): its kept bytes are only
+ * recorded, so its usage is known at the cost of one state step per upload (or chunk), not two.
  */
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
@@ -51,6 +54,17 @@ export function createQuota (opts: QuotaOptions) {
   const { keys, log, now } = opts
   const warn = (what: string) => (err: unknown) => { log.warn({ err }, `could not ${what} in its key's ledger; its quota is corrected when the item ends`) }
 
+  /** The hold of a key without a quota: nothing reserved; kept bytes are recorded (its usage, its last use). */
+  const counted = (key: ApiKey, max: number): Hold => ({
+    key,
+    max,
+    over: 'file',
+    async keep (to, bytes, until) {
+      await keys.account(key.name, { add: { item: to, bytes, until }, quota: Number.MAX_SAFE_INTEGER }, now()).catch(warn('record kept bytes'))
+    },
+    async release () {}
+  })
+
   return {
     /**
      * Reserves room for an upload of at most `declared` bytes (undefined: unknown) and `max` bytes
@@ -58,13 +72,15 @@ export function createQuota (opts: QuotaOptions) {
      * key's quota has no room.
      */
     async reserve (key: ApiKey, declared: number | undefined, max: number): Promise<Hold> {
-      const item = `u:${randomBytes(12).toString('base64url')}`
       const quota = key.limits.quotaBytes
+      // Without a quota nothing needs room: the kept bytes are only counted (one step, not two).
+      if (quota === undefined) return counted(key, max)
+      const item = `u:${randomBytes(12).toString('base64url')}`
       const wanted = declared ?? max
       const until = now() + opts.uploadTimeoutMs
-      const answer = await keys.account(key.name, { add: { item, bytes: wanted, until }, quota: quota ?? Number.MAX_SAFE_INTEGER, upTo: declared === undefined }, now())
+      const answer = await keys.account(key.name, { add: { item, bytes: wanted, until }, quota, upTo: declared === undefined }, now())
       if (!answer.ok) {
-        const left = Math.max(0, (quota ?? 0) - answer.used)
+        const left = Math.max(0, quota - answer.used)
         throw overLimit(key, 'quotaBytes', 'DROPCODE_QUOTA_EXCEEDED',
           `${whose(key, 'quotaBytes')} holds ${answer.used} of its quota of ${quota} bytes; this upload needs ${wanted}${declared !== undefined ? ' (its declared length)' : ''} and ${left} are left. Delete files or let them expire first.`,
           { stored_bytes: answer.used })
