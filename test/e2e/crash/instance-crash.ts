@@ -17,6 +17,9 @@ import type { Test } from 'tap'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig, type Config } from '../../../src/config.js'
 import { openLmdbEnv } from '../../../src/state/lmdb/env.js'
+import { createLmdbKeys } from '../../../src/state/lmdb/keys.js'
+import { createRedisBackend } from '../../../src/state/redis/index.js'
+import { envKeyName } from '../../../src/services/keys.js'
 import { API_KEY, testEnv, upload, type Answer, type Backends, type DriverPair } from '../../helpers/app.js'
 import { post, sendChunk, startSession } from '../../helpers/chunks.js'
 import { startProxy, type Proxy } from '../../helpers/round-robin-proxy.js'
@@ -89,8 +92,10 @@ async function heldDownload (url: string, code: string) {
 interface StateView {
   /** Every file record: code → its downloads and object key. */
   files (): Promise<Map<string, { downloads: number, blobKey: string }>>
-  /** Every record, index entry and counter, by name (a completed session's answer: `done(id)`). */
+  /** Every record, index entry and counter, by name (a completed session's answer: `done(id)`), but the keys' ledgers. */
   entries (): Promise<string[]>
+  /** The bytes the ledger of key `name` holds at `now` (its quota's count). */
+  held (name: string, now: number): Promise<number>
   done (id: string): string
   /** Whether a completed session's answer is set to expire. */
   expires (id: string): Promise<boolean>
@@ -109,7 +114,8 @@ function redisView (url: string, prefix: string): StateView {
       }
       return out
     },
-    entries: keys,
+    entries: async () => (await keys()).filter(k => !k.startsWith('usage:')),
+    held: async (name, now) => (await createRedisBackend({ client: direct, prefix }).keys.usage(name, now)).bytes,
     done: id => `done:{${id}}`,
     expires: async id => await direct.pttl(`${prefix}done:{${id}}`) > 0,
     close: async () => { direct.disconnect() }
@@ -131,6 +137,7 @@ function lmdbView (config: Config): StateView {
   return {
     files: () => read(env => new Map([...env.files.getRange()].map(({ key, value }) => [key, { downloads: value.downloads, blobKey: value.blobKey }]))),
     entries: () => read(env => DBS.flatMap(name => [...env[name].getKeys()].map(key => `${name}:${Array.isArray(key) ? key.join(',') : String(key)}`)).sort()),
+    held: async (name, now) => (await (await read(env => createLmdbKeys(env).usage(name, now)))).bytes,
     done: id => `done:${id}`,
     expires: id => read(env => [...env.expiry.getKeys()].some(([, kind, of]) => kind === 'd' && of === id)),
     close: async () => {}
@@ -278,6 +285,7 @@ export function instanceCrashSuite (t: Test, pair: DriverPair, backends: Backend
     t.same(await sweepLater(), { deleted: 0, failed: 0 })
     t.same(await listStored(config), [], 'storage is empty')
     t.same(await state.entries(), [state.done(sessionId)], 'no record, session, claim or cleanup entry left in the state')
+    t.equal(await state.held(envKeyName(API_KEY), Date.now()), 0, 'the key\'s ledger holds nothing')
     t.ok(await state.expires(sessionId), 'the session\'s answer expires')
   })
 }
