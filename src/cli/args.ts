@@ -4,6 +4,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import type { KeyCreateRequest } from '../api/answers.js'
+import { VERSION } from '../core/version.js'
 import { CliError, EXIT } from './exit-codes.js'
 import { parseDuration } from './units.js'
 
@@ -82,7 +83,7 @@ Commands:
   delete <code>       delete a file
   keys <action>       manage API keys (create, list, revoke, rotate; takes an admin key)
 
-Run "dropcode <command> --help" for a command's options.
+Run "dropcode <command> --help" for a command's options; "dropcode --version" for the version.
 Server and key: --url/--key or DROPCODE_URL/DROPCODE_KEY. Documentation: docs/cli.md.
 `
 
@@ -241,7 +242,13 @@ export interface KeysRotateArgs extends KeysCommon {
 
 export type KeysArgs = KeysCreateArgs | KeysListArgs | KeysNameArgs | KeysRotateArgs
 
-export type Args = UploadArgs | DownloadArgs | CodeArgs | KeysArgs | { command: 'help', text: string }
+/**
+ * Text to print and exit with: help asked for (stdout, 0), `--version` (stdout, 0), or no
+ * command at all (the usage on stderr, 2: a script that lost its arguments must not pass).
+ */
+export interface HelpArgs { command: 'help', text: string, exitCode?: 0 | 2 }
+
+export type Args = UploadArgs | DownloadArgs | CodeArgs | KeysArgs | HelpArgs
 
 const usage = (message: string) => new CliError(EXIT.USAGE, `${message} (see --help)`)
 
@@ -285,7 +292,9 @@ function keyOf (v: Values, env: NodeJS.ProcessEnv, what: string): string {
 
 export function parse (argv: string[], env: NodeJS.ProcessEnv): Args {
   const command = argv[0]
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+  if (command === undefined) return { command: 'help', text: USAGE, exitCode: 2 }
+  if (command === '--version' || command === '-V' || command === 'version') return { command: 'help', text: `dropcode ${VERSION}\n` }
+  if (command === '--help' || command === '-h' || command === 'help') {
     const topic = argv[1]
     return { command: 'help', text: topic !== undefined && (topic in OPTIONS || topic === 'keys') ? HELP[topic as Command] : USAGE }
   }

@@ -102,7 +102,15 @@ export class Client {
       let answered = false
       req.setTimeout(IDLE_TIMEOUT_MS, () => req.destroy(new Error(`no progress for ${IDLE_TIMEOUT_MS / 1000} s`)))
       req.on('response', res => { answered = true; resolve(res) })
-      req.on('error', err => { if (!answered) reject(new Retryable(describe(err), NO_ANSWER)) })
+      req.on('error', err => {
+        if (answered) return
+        // Not transient: the same handshake fails the same way however often it is tried.
+        if (this.base.protocol === 'https:' && isProtocolMismatch(err)) {
+          reject(new CliError(EXIT.NETWORK, `${this.base.origin} does not speak TLS (the TLS handshake was answered in plain HTTP): use http://${this.base.host}${this.base.pathname === '/' ? '' : this.base.pathname}, or the address where TLS is served`))
+          return
+        }
+        reject(new Retryable(describe(err), NO_ANSWER))
+      })
       if (body === undefined) { req.end(); return }
       const source = body.open()
       source.on('error', err => {
@@ -234,6 +242,12 @@ export async function readAll (res: Readable, limit: number): Promise<Buffer> {
     if (size <= limit) parts.push(chunk)
   }
   return Buffer.concat(parts)
+}
+
+/** A TLS handshake answered by something that is not TLS (plain HTTP, most often): OpenSSL's "wrong version number" and kin. */
+export function isProtocolMismatch (err: unknown): boolean {
+  const e = err as NodeJS.ErrnoException
+  return e?.code === 'EPROTO' || e?.code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number|packet length too long|unknown protocol/i.test(e?.message ?? '')
 }
 
 export const describe = (err: unknown): string => {

@@ -95,6 +95,10 @@ async function main (): Promise<ExitCode> {
   try {
     const args = parse(process.argv.slice(2), process.env)
     if (args.command === 'help') {
+      if (args.exitCode === 2) {
+        process.stderr.write(args.text)
+        return EXIT.USAGE
+      }
       process.stdout.write(args.text)
       return EXIT.OK
     }

@@ -1,0 +1,43 @@
+/**
+ * What a CI job sees of the CLI before any transfer (issue 24, "exit codes that never lie"): no
+ * arguments is a usage error (exit 2, the usage on stderr, nothing on stdout), `--version` says
+ * the version, and `https://` against a plain-HTTP service fails at once, in one line, instead
+ * of retrying OpenSSL's text for 20 s. The real CLI binary against a real server process.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import t from 'tap'
+import { dataDir } from '../helpers/tmp.js'
+import { root, startServer } from '../helpers/server-process.js'
+import { cliEnv, runCli } from './run.js'
+
+const { version } = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }
+
+t.test('no arguments: the usage on stderr, exit 2; --help: stdout, exit 0; --version', async t => {
+  const env = cliEnv(t, 'http://127.0.0.1:9')
+  const none = await runCli(t, [], env)
+  t.equal(none.status, 2, 'a script that lost its arguments does not pass')
+  t.equal(none.stdout, '')
+  t.match(none.stderr, /^Usage: dropcode <command>/)
+  const help = await runCli(t, ['--help'], env)
+  t.equal(help.status, 0)
+  t.match(help.stdout, /^Usage: dropcode <command>/)
+  for (const flag of ['--version', '-V']) {
+    const v = await runCli(t, [flag], env)
+    t.equal(v.status, 0)
+    t.equal(v.stdout, `dropcode ${version}\n`, flag)
+  }
+})
+
+t.test('https:// against a plain-HTTP service: one line, exit 6, no retries', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k' })
+  const tls = server.url.replace('http://', 'https://')
+  for (const args of [['info', 'AbCdEf'], ['upload', '-'], ['download', 'AbCdEf']]) {
+    const run = await runCli(t, args, cliEnv(t, tls, 'k'), 'x')
+    t.equal(run.status, 6, `${args[0]}: exit 6`)
+    t.ok(run.ms < 3000, `${args[0]}: at once (${run.ms} ms), not after retries`)
+    t.equal(run.stderr.trim().split('\n').length, 1, `${args[0]}: one line: ${run.stderr}`)
+    t.match(run.stderr, `does not speak TLS (the TLS handshake was answered in plain HTTP): use ${server.url}`)
+    t.notMatch(run.stderr, /ssl3_get_record|retrying/)
+  }
+})
