@@ -36,6 +36,7 @@ t.test('the service environment uses only real settings, and they load', async t
   t.equal(config.storage.driver, 's3')
   t.equal(config.state.driver, 'redis')
   t.match(compose.services.dropcode!.ports, [/3000/])
+  t.same(compose.services.redis!.ports ?? [], [], 'Redis is not published: a host port would collide with the Redis a developer already runs on 6379')
 })
 
 t.test('metrics: on the compose network for a scraper, never published on the host (metrics_oracle)', async t => {
