@@ -5,7 +5,7 @@
  *   version header → error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI →
  *   stores (BlobStore + state) → observability (metrics, request logs) → overload (slots, load shedding) → rate limits → auth →
  *   services (files, sessions, sweeper, quota) → routes (health, [multipart parser → upload, chunked upload], download, delete,
- *   limits, keys API, web page)
+ *   limits, keys API, the CLI file, web page)
  *
  * Hooks that run on every request are callback-style (`done`), not async: an async hook costs a
  * promise and a microtask per request (docs/performance.md, "404 lookups").
@@ -31,6 +31,7 @@ import stallGuard from './plugins/stall-guard.js'
 import stores from './plugins/stores.js'
 import versionHeader from './plugins/version-header.js'
 import chunkedRoutes from './routes/chunked.js'
+import cliRoutes from './routes/cli.js'
 import deleteRoutes from './routes/delete.js'
 import downloadRoutes from './routes/download.js'
 import healthRoutes from './routes/health.js'
@@ -95,6 +96,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   await app.register(deleteRoutes)
   await app.register(limitsRoutes, { config })
   await app.register(keyRoutes, { now })
+  await app.register(cliRoutes)
   await app.register(webRoutes)
 }
 

@@ -6,7 +6,12 @@
  */
 import { readFileSync } from 'node:fs'
 
+/** Set by the bundle of the CLI (scripts/bundle-cli.mjs), which has no package.json beside it. */
+declare const __DROPCODE_VERSION__: string | undefined
+
 /** package.json sits two levels up from both src/core/ and dist/core/. */
-export const VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+export const VERSION: string = typeof __DROPCODE_VERSION__ === 'string'
+  ? __DROPCODE_VERSION__
+  : (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
 
 export { VERSION_HEADER } from '../api/answers.js'
