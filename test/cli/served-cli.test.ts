@@ -18,9 +18,12 @@ import { startServer } from '../helpers/server-process.js'
  * Plain `node` in `cwd` with only `env` (through `env -i`: tap puts its own loader hooks into
  * the NODE_OPTIONS of every child it sees spawned, which would make the run anything but plain).
  */
+/** The Node that runs the served file: the machine's own in CI (20, as on older runners; .ci/run). */
+const NODE = process.env.DROPCODE_TEST_CLI_NODE ?? process.execPath
+
 async function node (cwd: string, args: string[], env: Record<string, string>) {
   const vars = Object.entries({ PATH: process.env.PATH!, HOME: cwd, XDG_CACHE_HOME: cwd, ...env }).map(([k, v]) => `${k}=${v}`)
-  const child = spawn('env', ['-i', ...vars, process.execPath, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn('env', ['-i', ...vars, NODE, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   let [stdout, stderr] = ['', '']
   child.stdout.on('data', (c: Buffer) => { stdout += c.toString() })
   child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
@@ -42,6 +45,8 @@ t.test('curl -fsSL $URL/cli/dropcode.mjs -o dropcode && node dropcode …: no np
   t.match(await curl(['-s', '-o', '/dev/null', '-w', '%{http_code}', '-H', `If-None-Match: ${etag!}`, `${server.url}/cli/dropcode.mjs`]), { stdout: '304' }, 'revalidated with its ETag')
 
   const env = { DROPCODE_URL: server.url, DROPCODE_KEY: 'served-cli-key' }
+  const nodeVersion = await node(bin, ['--version'], {})
+  t.comment(`the served CLI runs on Node ${nodeVersion.stdout.trim()}`)
   const version = await node(bin, ['dropcode', '--version'], env)
   t.equal(version.status, 0, version.stderr)
   t.match(version.stdout, /^dropcode \d+\.\d+\.\d+\n$/)
