@@ -124,9 +124,11 @@ one within the service's resume window. On a digest mismatch the partial file is
 
 Options:
   -o, --output PATH    write to PATH ("-": standard output; with --extract: a directory)
-  -f, --force          overwrite an existing file (not with --extract: it never writes into an existing tree)
+  -f, --force          overwrite an existing file; with --extract, replace each of the archive's
+                       top-level entries that exists (whole: the tree becomes exactly the archive's)
   -x, --extract        unpack the downloaded tar, all or nothing: into PATH (default: here) if it
-                       does not exist, else its top-level entries into it if none of them exists;
+                       does not exist, else its top-level entries into it if none of them exists
+                       (exit 8 if one does, nothing changed; --force replaces them);
                        refused (exit 8, nothing written) for absolute paths, "..", links that lead
                        out (also through other links), devices, FIFOs, or over a bound
   --max-entries N      with --extract: entries at most (default ${DEFAULT_MAX_ENTRIES})

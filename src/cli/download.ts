@@ -72,7 +72,7 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
 
   // An uncompressed tar never holds more than its own size: the size bound is for compression.
   const tee = args.extract
-    ? await startExtraction(target, targetIsDir, head.name, { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, saved?.size ?? head.size) })
+    ? await startExtraction(target, targetIsDir, head.name, { maxEntries: args.maxEntries, maxBytes: args.maxSize ?? Math.max(DEFAULT_MAX_SIZE, saved?.size ?? head.size) }, args.force)
     : undefined
   const { sha256, size } = await fetchInto(args, client, head, part, saved, state, tee).catch(async (err: unknown) => {
     await tee?.discard()

@@ -11,7 +11,9 @@
  *   `.NAME.dropcode-extract`), then the
  *   archive's top-level entries (`dist/` for `dropcode upload dist/`) are moved into it. If any of
  *   them exists already, nothing is moved (exit 8): an extraction never writes into an existing
- *   tree, with or without --force (replacing a tree is for a later --force).
+ *   tree, so a stale file can never survive beside verified ones. With --force, each existing
+ *   one is replaced whole instead (moved aside, the extracted one moved in, the old one removed;
+ *   everything moved back if a move fails), so the tree is exactly the archive's.
  *
  * The staging directory is named like the partial archive beside it: what a killed run left
  * there is removed by the next run for the same target and archive (which resumes the archive).
@@ -74,7 +76,7 @@ export interface Extraction {
  * Starts unpacking the archive `name` into a fresh staging directory for `target` (whose parent
  * the caller made; `exists`: from `targetExists`).
  */
-export async function startExtraction (target: string, exists: boolean, name: string, limits: UnpackLimits): Promise<Extraction> {
+export async function startExtraction (target: string, exists: boolean, name: string, limits: UnpackLimits, replace = false): Promise<Extraction> {
   const stage = besideTarget(target, exists, name, '.dropcode-extract')
   // Late writes of an aborted extraction fail once this is gone: node-tar creates nothing above
   // its (missing) working directory.
@@ -115,7 +117,7 @@ export async function startExtraction (target: string, exists: boolean, name: st
         // On disk, whatever order the entries came in: chains of links, hard links to outside.
         if (refused.length === 0) refused.push(...await auditTree(stage, { hardlinks: true }))
         if (refused.length > 0) throw unsafeArchive(refused)
-        if (exists) await moveEntries(stage, target)
+        if (exists) await moveEntries(stage, target, replace)
         else await fs.rename(stage, target).catch(cannotWrite(target))
       } finally {
         await remove()
@@ -129,24 +131,41 @@ export async function startExtraction (target: string, exists: boolean, name: st
   }
 }
 
-/** Moves every top-level entry of `stage` into `target`, or none if any name is taken there. */
-async function moveEntries (stage: string, target: string): Promise<void> {
+/**
+ * Moves every top-level entry of `stage` into `target`, or none if any name is taken there;
+ * with `replace`, the taken ones are first moved aside (beside the stage) and removed once every
+ * entry is in place.
+ */
+async function moveEntries (stage: string, target: string, replace: boolean): Promise<void> {
   const names = await fs.readdir(stage)
   const taken: string[] = []
   for (const name of names) if (await fs.lstat(path.join(target, name)).then(() => true, () => false)) taken.push(name)
-  if (taken.length > 0) {
-    throw new CliError(EXIT.LOCAL, `${target} already has ${taken.slice(0, SHOWN).join(', ')}${taken.length > SHOWN ? ', …' : ''}: --extract never writes into an existing tree (not even with --force); remove ${taken.length === 1 ? 'it' : 'them'}, or extract elsewhere with -o`)
+  if (taken.length > 0 && !replace) {
+    throw new CliError(EXIT.LOCAL, `${target} already has ${taken.slice(0, SHOWN).join(', ')}${taken.length > SHOWN ? ', …' : ''}: --extract never writes into an existing tree; pass --force to replace ${taken.length === 1 ? 'it' : 'them'} with the archive's, or extract elsewhere with -o`)
   }
+  const aside = `${stage}.replaced`
+  const setAside: string[] = []
   const moved: string[] = []
   try {
+    if (taken.length > 0) {
+      await fs.rm(aside, { recursive: true, force: true })
+      await fs.mkdir(aside)
+      for (const name of taken) {
+        await fs.rename(path.join(target, name), path.join(aside, name))
+        setAside.push(name)
+      }
+    }
     for (const name of names) {
       await moveNoReplace(path.join(stage, name), path.join(target, name))
       moved.push(name)
     }
   } catch (err) {
     for (const name of moved.reverse()) await moveNoReplace(path.join(target, name), path.join(stage, name)).catch(() => {})
-    throw new CliError(EXIT.LOCAL, `cannot move the extracted tree into ${target}: ${describe(err)}; nothing was moved`)
+    for (const name of setAside.reverse()) await fs.rename(path.join(aside, name), path.join(target, name)).catch(() => {})
+    await fs.rm(aside, { recursive: true, force: true }).catch(() => {})
+    throw new CliError(EXIT.LOCAL, `cannot move the extracted tree into ${target}: ${describe(err)}; nothing was changed`)
   }
+  await fs.rm(aside, { recursive: true, force: true, maxRetries: 3 })
 }
 
 /**

@@ -142,22 +142,31 @@ t.test('an existing tree is never written into: the archive\'s top-level entries
   t.equal(first.status, 0, first.stderr)
   t.same(snapshot(work), { 'keep.txt': 'mine', dist: 'dir', 'dist/assets': 'dir', 'dist/assets/app.js': 'new js', 'dist/index.html': 'new' }, 'dist/ moved in; nothing else left')
 
-  // dist/ exists now (changed by hand): a second extraction, even with --force, changes nothing.
+  // dist/ exists now (a dirty workspace: a file edited, one removed, one the archive lacks): a
+  // second extraction exits 8 and changes nothing (issue 24: it used to exit 0 over it, "verified",
+  // with the stale files kept).
   fs.writeFileSync(path.join(work, 'dist', 'index.html'), 'edited')
   fs.rmSync(path.join(work, 'dist', 'assets', 'app.js'))
+  fs.writeFileSync(path.join(work, 'dist', 'stale.txt'), 'not in the archive')
   const before = snapshot(work)
-  for (const force of [[], ['--force']]) {
-    const again = await runCli(t, ['download', code, '--extract', ...force], { ...env, cwd: work })
-    t.equal(again.status, 8, again.stderr)
-    t.match(again.stderr, new RegExp(`${work.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} already has dist: --extract never writes into an existing tree`))
-    t.same(snapshot(work), before, `the existing tree is untouched${force.length > 0 ? ' (--force)' : ''}`)
-  }
+  const again = await runCli(t, ['download', code, '--extract'], { ...env, cwd: work })
+  t.equal(again.status, 8, again.stderr)
+  t.match(again.stderr, new RegExp(`${work.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} already has dist: --extract never writes into an existing tree; pass --force`))
+  t.same(snapshot(work), before, 'the existing tree is untouched')
+
+  // --force replaces it whole: exactly the archive's tree, no stale file, keep.txt untouched.
+  const forced = await runCli(t, ['download', code, '--extract', '--force'], { ...env, cwd: work })
+  t.equal(forced.status, 0, forced.stderr)
+  t.same(snapshot(work), { 'keep.txt': 'mine', dist: 'dir', 'dist/assets': 'dir', 'dist/assets/app.js': 'new js', 'dist/index.html': 'new' }, 'exactly the archive: the edit, the removal and the stale file are gone')
+  t.notOk(fs.readdirSync(work).some(n => n.includes('dropcode')), 'no staging or set-aside directory left')
+  fs.writeFileSync(path.join(work, 'dist', 'stale.txt'), 'not in the archive')
+  const settled = snapshot(work)
 
   // A hostile archive into the same directory: refused, and the directory is as it was.
   const hostile = await uploadArchive(t, env, 'chain.tar', tarBytes([file('other.txt'), symlink('x/s', '..'), symlink('out', 'x/s/../..')]))
   const bad = await runCli(t, ['download', hostile, '--extract'], { ...env, cwd: work })
   t.equal(bad.status, 8, bad.stderr)
   t.match(bad.stderr, /\n {2}out: link target x\/s\/\.\.\/\.\. leads outside the directory \(through the link x\/s\)/)
-  t.same(snapshot(work), before, 'nothing added, nothing changed')
+  t.same(snapshot(work), settled, 'nothing added, nothing changed')
   t.same(stateFiles(env), [])
 })
