@@ -13,6 +13,9 @@
  */
 export const VERSION_HEADER = 'dropcode-version'
 
+/** The response header naming an error answer's code (`DROPCODE_…`), for answers without a body (HEAD). */
+export const ERROR_HEADER = 'dropcode-error'
+
 /** Every error code the service answers with (core/errors.ts holds each one's status and message). */
 export type ErrorCode =
   | 'DROPCODE_UNAUTHORIZED'

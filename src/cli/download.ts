@@ -175,7 +175,7 @@ class Transfer {
         return r
       }
       if (r.statusCode === 200) return r
-      return await failed(r, this.args.code)
+      return await failed(r, this.args.code, this.client.url(`/download/${this.args.code}`))
     })
     if (res.statusCode === 200) await this.claimed(res)
     return res

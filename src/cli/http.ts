@@ -21,6 +21,7 @@ import https from 'node:https'
 import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isTransient, NO_ANSWER, parseRetryAfter, retryWait } from '../api/retry.js'
+import { ERROR_HEADER } from '../api/answers.js'
 import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { CliError, EXIT, exitForStatus } from './exit-codes.js'
 import { limitRefusal } from './refusals.js'
@@ -71,7 +72,8 @@ export class Client {
   constructor (readonly opts: ClientOptions) {
     const base = new URL(opts.url)
     if (base.protocol !== 'http:' && base.protocol !== 'https:') throw new CliError(EXIT.USAGE, `--url must be http:// or https://, not ${base.protocol}`)
-    if (!base.pathname.endsWith('/')) base.pathname += '/'
+    // One slash at the end, however many were typed (`https://host//` is the service's root).
+    base.pathname = `${base.pathname.replace(/\/+$/, '')}/`
     this.base = base
     const Agent = base.protocol === 'https:' ? https.Agent : http.Agent
     this.agent = new Agent({ keepAlive: true, maxSockets: Math.max(1, opts.sockets) })
@@ -183,7 +185,7 @@ export class Client {
       if (!fromService(res.headers)) throw new CliError(EXIT.REFUSED, `something that is not a dropcode service answered: ${statusLine(res.statusCode!, res.statusMessage)}, ${res.headers['content-type'] ?? 'no content type'} (no Dropcode-Version header); check --url, ${PROXY_DOCS}`)
       return {} as T
     }
-    const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage)
+    const err = answerError(res.statusCode!, res.headers, body ?? {}, res.statusMessage, this.url(path))
     if (opts.digestRetry === true && err instanceof CliError && err.exitCode === EXIT.INTEGRITY) throw new Retryable(err.message, res.statusCode!, undefined, EXIT.INTEGRITY)
     throw err
   }
@@ -218,7 +220,15 @@ const statusLine = (status: number, reason: string | undefined) => `${status}${r
  * The error for a non-2xx answer: Retryable for a transient status (api/retry.ts), else a final
  * CliError. One that is not the service's is reported as a proxy's, with exit 7 when final.
  */
-export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}, reason?: string): Error {
+/**
+ * A dropcode service answered that there is no such endpoint: --url points inside it, not at
+ * its root (`https://host/dropcode` when the service is at `https://host/`), so every request
+ * misses. Not "no such file": exit 7, with the URL tried.
+ */
+export const wrongPath = (url: URL | string | undefined) =>
+  new CliError(EXIT.REFUSED, `${url !== undefined ? String(url) : 'the URL'} is no endpoint of the dropcode service there (404 DROPCODE_ROUTE_NOT_FOUND): --url must be the service's root, such as https://drop.example.com, not a path inside it`)
+
+export function answerError (status: number, headers: IncomingHttpHeaders, body: Record<string, unknown> = {}, reason?: string, url?: URL | string): Error {
   const service = fromService(headers, body)
   const code = typeof body.code === 'string' ? body.code : undefined
   const what = service
@@ -230,6 +240,7 @@ export function answerError (status: number, headers: IncomingHttpHeaders, body:
       status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`, service)
   }
   if (!service) return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
+  if (code === 'DROPCODE_ROUTE_NOT_FOUND' || headers[ERROR_HEADER] === 'DROPCODE_ROUTE_NOT_FOUND') return wrongPath(url)
   const err = new CliError(exitForStatus(status, code), what)
   return Object.assign(err, { body })
 }

@@ -5,9 +5,9 @@
 import type { IncomingMessage } from 'node:http'
 import { cleanFilename } from '../core/filename.js'
 import { isCode } from '../core/ids.js'
-import type { DeleteAnswer } from '../api/answers.js'
 import type { CodeArgs, DownloadArgs } from './args.js'
 import { CliError, EXIT } from './exit-codes.js'
+import { ERROR_HEADER, type DeleteAnswer } from '../api/answers.js'
 import { answerError, fromService, readAll, type Client } from './http.js'
 
 export interface FileInfo {
@@ -38,18 +38,19 @@ export function checkCode (code: string) {
   if (!isCode(code)) throw new CliError(EXIT.USAGE, `"${code}" is not a download code (6 letters and digits)`)
 }
 
-export async function failed (res: IncomingMessage, code: string): Promise<never> {
+/** Why a lookup of `code` at `url` failed: no such file (4), or an answer of something else (7). */
+export async function failed (res: IncomingMessage, code: string, url?: URL): Promise<never> {
   await readAll(res, 1 << 16).catch(() => Buffer.alloc(0))
   // A proxy's 404 (a wrong path prefix in --url, say) says nothing about the code.
-  if (res.statusCode === 404 && fromService(res.headers)) throw new CliError(EXIT.NOT_FOUND, `no file with code ${code}: unknown, expired, used up or deleted`)
-  throw answerError(res.statusCode!, res.headers, {}, res.statusMessage)
+  if (res.statusCode === 404 && fromService(res.headers) && res.headers[ERROR_HEADER] !== 'DROPCODE_ROUTE_NOT_FOUND') throw new CliError(EXIT.NOT_FOUND, `no file with code ${code}: unknown, expired, used up or deleted`)
+  throw answerError(res.statusCode!, res.headers, {}, res.statusMessage, url)
 }
 
 export async function info (args: CodeArgs | DownloadArgs, client: Client): Promise<FileInfo> {
   checkCode(args.code)
   return await client.retrying('info', async () => {
     const res = await client.exchange('HEAD', `/download/${args.code}`, {})
-    if (res.statusCode !== 200) await failed(res, args.code)
+    if (res.statusCode !== 200) await failed(res, args.code, client.url(`/download/${args.code}`))
     res.resume()
     return {
       code: args.code,

@@ -6,6 +6,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { DropcodeError, isDropcodeError } from '../core/errors.js'
+import { ERROR_HEADER } from '../api/answers.js'
 import { VERSION, VERSION_HEADER } from '../core/version.js'
 import { errorPage } from '../http/error-page.js'
 import { lingerAfterEarlyAnswer, type LingerBounds } from '../http/linger.js'
@@ -41,6 +42,9 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   const status = err.statusCode
   req.answeredError = err // named on the request's log line (plugins/observability.ts)
   if (typeof err.details?.limit === 'string' && req.apiKey?.name !== undefined) req.server.metrics.keyRefused(req.apiKey.name, err.details.limit)
+  // The code in a header too: a HEAD's answer has no body, and a client must tell "no such
+  // file" (DROPCODE_FILE_NOT_FOUND) from "no such endpoint: wrong --url" (DROPCODE_ROUTE_NOT_FOUND).
+  reply.header(ERROR_HEADER, err.code)
   // A body we stopped reading (size limit, bad field, key): answer, then read and discard the
   // rest for a bounded time before closing, so the client can read the answer.
   if (!req.raw.complete) {

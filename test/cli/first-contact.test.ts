@@ -41,3 +41,22 @@ t.test('https:// against a plain-HTTP service: one line, exit 6, no retries', as
     t.notMatch(run.stderr, /ssl3_get_record|retrying/)
   }
 })
+
+t.test('a wrong --url is not a missing code: a path inside the service is exit 7 with the URL tried; a trailing // works', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: 'k' })
+  const inside = `${server.url}/dropcode`
+  for (const args of [['info', 'AbCdEf'], ['download', 'AbCdEf'], ['upload', '-'], ['delete', 'AbCdEf']]) {
+    const run = await runCli(t, args, cliEnv(t, inside, 'k'), 'x')
+    t.equal(run.status, 7, `${args[0]}: exit 7, not 4 (${run.stderr.trim()})`)
+    t.match(run.stderr, `${inside}/`)
+    t.match(run.stderr, /is no endpoint of the dropcode service there \(404 DROPCODE_ROUTE_NOT_FOUND\): --url must be the service's root/)
+  }
+  const env = cliEnv(t, `${server.url}//`, 'k')
+  const up = await runCli(t, ['upload', '-', '-q'], env, 'slashes')
+  t.equal(up.status, 0, up.stderr)
+  const info = await runCli(t, ['info', up.stdout.trim()], env)
+  t.equal(info.status, 0, `a trailing // is the root: ${info.stderr}`)
+  const gone = await runCli(t, ['info', 'AbCdEf'], env)
+  t.equal(gone.status, 4, 'and a missing code is still exit 4')
+  t.match(gone.stderr, /no file with code AbCdEf/)
+})
