@@ -148,3 +148,16 @@ t.test('curl -fOJ on an unknown code saves nothing and fails; plain -OJ would sa
   t.same(fs.readdirSync(without), ['ZZZZZZ'], '…having saved the HTML error page as the artifact')
   t.equal(await stopServer(server), 0)
 })
+
+t.test('what the README warns of curl -OJ: a name that exists costs the download anyway; the name is the ASCII fallback (readme_curl_spent)', async t => {
+  const server = await startServer(t, { DATA_DIR: dataDir(t), API_KEYS: KEY })
+  const res = await fetch(`${server.url}/upload`, { method: 'POST', headers: { 'x-client-key': KEY }, body: (() => { const f = new FormData(); f.append('file', new Blob(['hallo']), 'über.txt'); f.append('max_downloads', '2'); return f })() })
+  const { code } = await res.json() as { code: string }
+  const dir = fs.mkdtempSync(path.join(dataDir(t), 'curl-'))
+  t.equal((await run('curl', ['-sfOJ', `${server.url}/download/${code}`], { cwd: dir })).code, 0)
+  t.same(fs.readdirSync(dir), ['uber.txt'], 'curl ignores filename*: über.txt arrives under its ASCII fallback')
+  const again = await run('curl', ['-sfOJ', `${server.url}/download/${code}`], { cwd: dir })
+  t.equal(again.code, 23, 'curl refuses to overwrite uber.txt (exit 23)…')
+  t.equal((await fetch(`${server.url}/download/${code}`, { method: 'HEAD' })).status, 404, '…after the download was claimed: both of max_downloads=2 are spent')
+  t.equal(await stopServer(server), 0)
+})
