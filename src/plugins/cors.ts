@@ -48,7 +48,7 @@ export default fp(async function corsPlugin (app: FastifyInstance, opts: { origi
     origin,
     methods: ['GET', 'HEAD', 'POST', 'DELETE'],
     allowedHeaders: ['X-Client-Key', 'Content-Type', 'Range', 'If-Range', 'X-Request-Id'],
-    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id', 'Dropcode-Version', 'Dropcode-Error'],
+    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id', 'Dropcode-Version', 'Dropcode-Error', 'Dropcode-Downloads-Left', 'Dropcode-Expires'],
     maxAge: 600, // s a browser may reuse a preflight answer
     credentials: false
   }

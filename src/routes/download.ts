@@ -38,6 +38,10 @@ function fileHeaders (reply: FastifyReply, file: FileRecord, etag: string, lengt
     etag
   })
   if (file.sha256 !== '') reply.header('repr-digest', reprDigest(file))
+  // What is left of the file, for the info page (HEAD counts nothing): after a GET's claim, the
+  // downloads left beside this one.
+  reply.header('dropcode-downloads-left', String(Math.max(0, file.maxDownloads - file.downloads)))
+  reply.header('dropcode-expires', new Date(file.expiresAt).toISOString())
 }
 
 /**
@@ -56,7 +60,9 @@ const downloadRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const html = { description: 'Friendly HTML error page.', content: { 'text/html': { schema: { type: 'string' } } } }
   const headers = {
     ETag: { description: 'GET: the claim (a secret, for If-Range when resuming); HEAD: the file.', schema: { type: 'string' } },
-    'Repr-Digest': { description: 'RFC 9530: sha-256=:<base64>: of the whole file.', schema: { type: 'string' } }
+    'Repr-Digest': { description: 'RFC 9530: sha-256=:<base64>: of the whole file.', schema: { type: 'string' } },
+    'Dropcode-Downloads-Left': { description: 'Downloads still allowed (after a GET: besides this one).', schema: { type: 'integer' } },
+    'Dropcode-Expires': { description: 'When the file expires (ISO 8601, UTC).', schema: { type: 'string', format: 'date-time' } }
   }
   const documentedResponses = {
     200: { description: 'The file, as an attachment (one download claimed).', headers, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },

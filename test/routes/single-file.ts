@@ -46,6 +46,22 @@ export function singleFileSuite (t: Test, pair: DriverPair, backends: Backends) 
     t.match(res.headers.get('content-security-policy'), /sandbox/)
   })
 
+  t.test('HEAD and GET say the downloads left and the expiry (Dropcode-Downloads-Left, Dropcode-Expires); HEAD counts nothing', async t => {
+    const now = Date.now()
+    const { url } = await start(t, {}, { now: () => now })
+    const up = await upload(url, [['file', { data: 'abc' }], ['max_downloads', '3'], ['expiry_hours', '5']])
+    for (let i = 0; i < 2; i++) {
+      const head = await fetch(`${url}/download/${up.body.code}`, { method: 'HEAD' })
+      t.equal(head.headers.get('dropcode-downloads-left'), '3')
+      t.equal(head.headers.get('dropcode-expires'), new Date(now + 5 * 3_600_000).toISOString())
+    }
+    const get = await fetch(`${url}/download/${up.body.code}`)
+    await get.arrayBuffer()
+    t.equal(get.headers.get('dropcode-downloads-left'), '2', 'besides the one being sent')
+    const last = await fetch(`${url}/download/${up.body.code}`, { method: 'HEAD' })
+    t.equal(last.headers.get('dropcode-downloads-left'), '2')
+  })
+
   t.test('the default is one download; the object is deleted after it', async t => {
     const running = await start(t)
     const up = await upload(running.url, [['file', { data: 'once' }]])

@@ -35,10 +35,21 @@ export async function showInfo (code: string): Promise<void> {
   setText('info-name', name)
   setText('info-size', Number.isFinite(size) ? `${formatBytes(size)} (${size.toLocaleString('en')} bytes)` : 'unknown')
   setText('info-sha256', reprDigestHex(res.headers.get('repr-digest')) ?? 'not known')
+  const left = res.headers.get('dropcode-downloads-left')
+  setText('info-left', left === null ? 'not known' : left === '1' ? '1 (the next download is the last)' : left)
+  const expires = res.headers.get('dropcode-expires')
+  setText('info-expires', expires === null ? 'not known' : formatExpiry(new Date(expires)))
   const link = $<HTMLAnchorElement>('info-download')
   link.href = `/download/${code}`
   link.textContent = `Download ${name}`
   $('info-file').hidden = false
+}
+
+/** An expiry for people: the local date and time, and how far off it is. */
+function formatExpiry (at: Date): string {
+  const hours = Math.max(0, (at.getTime() - Date.now()) / 3_600_000)
+  const within = hours < 1 ? `in ${Math.max(1, Math.round(hours * 60))} min` : hours < 48 ? `in ${Math.round(hours)} h` : `in ${Math.round(hours / 24)} days`
+  return `${at.toLocaleString('en', { dateStyle: 'medium', timeStyle: 'short' })} (${within})`
 }
 
 function unavailable (): void {

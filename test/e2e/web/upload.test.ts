@@ -71,7 +71,7 @@ t.test('a multi-chunk file goes through the chunked API, several chunks in fligh
   t.same(unexpected(problems), [])
 })
 
-t.test('/d/{code} shows name, size and digest with HEAD only; it counts no download', async t => {
+t.test('/d/{code} shows name, size, digest, downloads left and expiry with HEAD only; it counts no download', async t => {
   const { url } = await start(t)
   const { page, problems } = await openTab(t, browser)
   await page.goto(url)
@@ -90,6 +90,8 @@ t.test('/d/{code} shows name, size and digest with HEAD only; it counts no downl
   t.equal(await page.locator('#info-name').textContent(), 'räksmörgås report.pdf')
   t.equal(await page.locator('#info-size').textContent(), '4 KiB (4,096 bytes)')
   t.equal(await page.locator('#info-sha256').textContent(), file.sha256)
+  t.equal(await page.locator('#info-left').textContent(), '1 (the next download is the last)', 'downloads left, though looked at three times')
+  t.match(await page.locator('#info-expires').textContent(), /\(in 24 h\)$/, 'and when it expires')
   t.equal(await page.getByRole('link', { name: 'Download räksmörgås report.pdf' }).getAttribute('href'), `/download/${code}`)
 
   // The one permitted download is still there after three looks.
