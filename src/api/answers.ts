@@ -190,6 +190,12 @@ export interface KeyListAnswer {
   keys: KeyAnswer[]
 }
 
+/** GET /key: which key the request's X-Client-Key is (401 for none). */
+export interface WhoAmIAnswer {
+  name: string
+  admin: boolean
+}
+
 /** DELETE /admin/keys/{name}. */
 export interface KeyRevokeAnswer {
   name: string

@@ -26,6 +26,8 @@ declare module 'fastify' {
     uploadGuards: onRequestAsyncHookHandler[]
     /** onRequest hooks of the keys API: an admin key (401, then 403). */
     adminGuards: onRequestAsyncHookHandler[]
+    /** onRequest hook of a request that needs any valid key (401 before anything else). */
+    keyGuard: onRequestAsyncHookHandler
     /** The admin key kept under DATA_DIR when API_KEYS is unset (for the start-up banner). */
     keptAdminKey: { secret: string, file: string, created: boolean } | undefined
   }
@@ -90,4 +92,5 @@ export default fp(async function auth (app: FastifyInstance, { config, now }: { 
   }
   app.decorate('uploadGuards', [checkApiKey, app.rateLimits.uploads, requireMultipart])
   app.decorate('adminGuards', [checkApiKey, requireAdmin])
+  app.decorate('keyGuard', checkApiKey)
 }, { name: 'auth', dependencies: ['rate-limit', 'stores'] })

@@ -5,7 +5,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import type { KeyAnswer, KeyLimitsAnswer, KeyListAnswer, KeyRevokeAnswer, KeySecretAnswer } from '../api/answers.js'
+import type { KeyAnswer, KeyLimitsAnswer, KeyListAnswer, KeyRevokeAnswer, KeySecretAnswer, WhoAmIAnswer } from '../api/answers.js'
 import type { ApiKeyRecord, KeyLimits, KeyUsage } from '../core/model.js'
 import { LIMIT_FIELD, LIMIT_NAMES, type ApiKey } from '../services/keys.js'
 import { errorResponses } from './schemas.js'
@@ -85,6 +85,13 @@ const keyRoutes: FastifyPluginAsyncTypebox<{ now: () => number }> = async (app, 
   const { keyRing } = app
   const common = { tags: ['keys'], security: [{ apiKey: [] }] }
   const onRequest = app.adminGuards
+
+  // The page checks a key when it is saved, not at the first upload.
+  app.get('/key', {
+    config: { crossOrigin: true },
+    onRequest: app.keyGuard,
+    schema: { ...common, summary: 'Which API key X-Client-Key is (a check that changes nothing)', response: { 200: Type.Object({ name: Type.String(), admin: Type.Boolean() }), ...errorResponses(401, 500, 503) } }
+  }, async (req): Promise<WhoAmIAnswer> => ({ name: req.apiKey!.name, admin: req.apiKey!.admin }))
 
   app.post('/admin/keys', {
     onRequest,

@@ -2,7 +2,7 @@
  * Requests to the service's upload endpoints. XMLHttpRequest rather than fetch: it reports
  * upload progress (fetch does not), which the progress bar, rate and ETA need.
  */
-import { VERSION_HEADER, type LimitsAnswer } from '../../src/api/answers.js'
+import { VERSION_HEADER, type LimitsAnswer, type WhoAmIAnswer } from '../../src/api/answers.js'
 import { parseRetryAfter, type TransientAnswer } from '../../src/api/retry.js'
 
 /**
@@ -82,6 +82,22 @@ function parseBody (text: string): Record<string, unknown> {
     return typeof v === 'object' && v !== null ? v as Record<string, unknown> : {}
   } catch {
     return {}
+  }
+}
+
+/**
+ * GET /key: whether the service takes `key` — its name (`ok`), `refused` (401), or `unknown`
+ * (no answer, or not the service's).
+ */
+export async function checkKey (key: string): Promise<{ status: 'ok', name: string } | { status: 'refused' | 'unknown' }> {
+  try {
+    const res = await fetch('/key', { headers: { 'x-client-key': key, accept: 'application/json' }, cache: 'no-store' })
+    if (res.status === 401 && res.headers.get(VERSION_HEADER) !== null) return { status: 'refused' }
+    if (!res.ok) return { status: 'unknown' }
+    const body = await res.json() as Partial<WhoAmIAnswer>
+    return typeof body.name === 'string' ? { status: 'ok', name: body.name } : { status: 'unknown' }
+  } catch {
+    return { status: 'unknown' }
   }
 }
 

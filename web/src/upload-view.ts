@@ -5,7 +5,7 @@
  * progress.ts and result.ts. One instance, made by main.ts; each part is one method.
  */
 import { NO_ANSWER, retryWait } from '../../src/api/retry.js'
-import { fetchLimits, type Limits } from './api.js'
+import { checkKey, fetchLimits, type Limits } from './api.js'
 import { $, setText, sleep } from './dom.js'
 import { formatBytes, formatHours } from './format.js'
 import { ProgressText } from './progress.js'
@@ -60,12 +60,24 @@ export class UploadView {
       e.preventDefault()
       const key = this.keyInput.value.trim()
       if (key === '') return
-      saveKey(key)
-      this.keyInput.value = ''
-      this.renderKey()
-      this.showError('')
-      this.notice('API key saved in this browser.')
-      this.fileInput.focus()
+      // Checked when saved (GET /key changes nothing), so a wrong key shows now, not at upload.
+      this.notice('Checking the key…')
+      checkKey(key).then(checked => {
+        if (checked.status === 'refused') {
+          this.notice('')
+          this.showError('The service does not accept this key (401). Check it with whoever runs this service; it was not saved.')
+          this.keyInput.focus()
+          return
+        }
+        saveKey(key)
+        this.keyInput.value = ''
+        this.renderKey()
+        this.showError('')
+        this.notice(checked.status === 'ok'
+          ? `API key saved in this browser: the service knows it as ${checked.name}.`
+          : 'API key saved in this browser. The service could not be reached to check it; an upload will tell.')
+        this.fileInput.focus()
+      }, () => {})
     })
     $('key-forget').addEventListener('click', () => {
       forgetKey()

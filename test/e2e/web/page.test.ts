@@ -158,8 +158,11 @@ t.test('the key prompt: kept in localStorage, needed before uploading, refused k
   await t.resolveMatch(page.evaluate('document.activeElement.id'), 'key-input', 'focus goes to the key')
   t.same(uploads.requests, [], 'nothing sent without a key')
 
-  await saveKey(page, 'wrong-key')
-  await t.resolveMatch(page.evaluate('localStorage.getItem("dropcode.apiKey")'), 'wrong-key')
+  // A key that was good when saved (Save key checks it) and revoked since: the upload's 401.
+  const made = await (await fetch(`${url}/admin/keys`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'browser' }) })).json() as { secret: string }
+  await saveKey(page, made.secret)
+  await t.resolveMatch(page.evaluate('localStorage.getItem("dropcode.apiKey")'), made.secret)
+  t.equal((await fetch(`${url}/admin/keys/browser`, { method: 'DELETE', headers: { 'x-client-key': API_KEY } })).status, 200)
   await page.getByRole('button', { name: 'Upload' }).click()
   await page.getByRole('alert').filter({ hasText: 'The service refused this API key (401). Enter a valid key and try again.' }).waitFor()
   t.same(uploads.requests, ['/upload'])
@@ -352,4 +355,22 @@ t.test('regression: a browser\'s keep-alive connection gets no socket listener p
   await eventually(async () => { if (overgrown().length > 0) throw new Error('listeners left') }).catch(() => {})
   t.same(overgrown().map(([s, n]) => `${n} requests: ${closeListeners(s)} close listeners`), [], `no connection holds more close listeners than after one request (${baseline})`)
   t.notOk(warnings.includes('MaxListenersExceededWarning'))
+})
+
+t.test('Save key checks the key with the service (GET /key): a wrong one is refused at once and not saved', async t => {
+  const { url } = await start(t)
+  const { page, problems } = await openTab(t, browser)
+  await page.goto(url)
+  await page.getByLabel('Your API key').fill('not-a-key')
+  await page.getByRole('button', { name: 'Save key' }).click()
+  await page.getByRole('alert').filter({ hasText: 'The service does not accept this key (401).' }).waitFor()
+  t.equal(await page.getByRole('button', { name: 'Forget key' }).isVisible(), false, 'not saved')
+  t.equal(await page.evaluate('localStorage.length'), 0, 'nothing stored in the browser')
+
+  await page.getByLabel('Your API key').fill(API_KEY)
+  await page.getByRole('button', { name: 'Save key' }).click()
+  await page.getByRole('button', { name: 'Forget key' }).waitFor()
+  t.match(await page.locator('#notice').textContent(), /^API key saved in this browser: the service knows it as env-[0-9a-f]{12}\.$/)
+  t.equal(await page.getByRole('alert').textContent(), '', 'the refusal is cleared')
+  t.same(unexpected(problems).filter(p => !p.includes('401')), [], 'no problem but the refused check itself')
 })
