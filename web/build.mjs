@@ -38,6 +38,10 @@ for (const name of readdirSync(assets)) {
   if (served !== text) writeFileSync(file, served)
 }
 cpSync(fileURLToPath(new URL('static', import.meta.url)), out, { recursive: true })
+// The one library the page uses (the QR code of a code's link: web/src/qr.ts), as its own ES module.
+const uqr = path.join(path.dirname(createRequire(import.meta.url).resolve('uqr')), 'index.mjs')
+mkdirSync(path.join(assets, 'vendor'), { recursive: true })
+cpSync(uqr, path.join(assets, 'vendor', 'uqr.js'))
 
 for (const entry of readdirSync(out, { recursive: true, withFileTypes: true })) {
   if (!entry.isFile() || !/\.(html|js|css|svg)$/.test(entry.name)) continue

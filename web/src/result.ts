@@ -1,6 +1,7 @@
 /** The result of an upload: the code, the links to share, the file's facts, copy buttons. */
 import { $, copyText, setText } from './dom.js'
 import { formatBytes, formatHours } from './format.js'
+import { drawQr } from './qr.js'
 import type { Result } from './upload.js'
 
 /** Fills in and shows the result: code, links, the file's facts; focus goes to its heading. */
@@ -8,6 +9,7 @@ export function showResult (r: Result): void {
   const origin = location.origin
   setText('result-code', r.code)
   $<HTMLInputElement>('share-link').value = `${origin}/d/${r.code}`
+  drawQr($('result-qr'), `${origin}/d/${r.code}`, `QR code of ${origin}/d/${r.code}`)
   $<HTMLInputElement>('download-link').value = `${origin}/download/${r.code}`
   setText('result-name', r.filename)
   setText('result-size', `${formatBytes(r.size)} (${r.size.toLocaleString('en')} bytes)`)

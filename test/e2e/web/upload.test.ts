@@ -4,6 +4,7 @@
  * retried, and no CSP violation on the way.
  */
 import t, { type Test } from 'tap'
+import { encode } from 'uqr'
 import { ERROR_CATALOGUE } from '../../../src/core/errors.js'
 import { API_KEY, startApp, testConfig } from '../../helpers/app.js'
 import {
@@ -30,6 +31,15 @@ t.test('a small file goes up in one request; the code on the page downloads the 
   t.equal(await page.getByLabel('Link to share').inputValue(), `${url}/d/${code}`)
   t.equal(await page.getByLabel('Download link').inputValue(), `${url}/download/${code}`)
   await t.resolveMatch(page.evaluate('document.activeElement.id'), 'result-title', 'focus moves to the result')
+
+  // The QR code of the link to share, drawn in the page: the same modules uqr encodes here.
+  const qr = page.getByRole('img', { name: `QR code of ${url}/d/${code}` })
+  await qr.waitFor()
+  const expected = encode(`${url}/d/${code}`, { ecc: 'M', border: 2 })
+  let d = ''
+  expected.data.forEach((row, y) => row.forEach((dark, x) => { if (dark) d += `M${x},${y}h1v1h-1z` }))
+  t.equal(await qr.locator('path').getAttribute('d'), d, 'the QR code holds the link to share')
+  t.equal(await qr.getAttribute('viewBox'), `0 0 ${expected.size} ${expected.size}`)
 
   const got = await downloadThroughPage(page, url, code)
   t.ok(got.equals(file.bytes), 'downloaded bytes are the uploaded ones')
