@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics (prom-client), one registry per app (no global state, so several apps can
  * live in one process, as in the tests). Services report through the small `Metrics` interface
- * and never touch prom-client themselves. Every metric is listed in the README.
+ * and never touch prom-client themselves. Every metric is listed in docs/operations.md.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { BlobStore } from './blob/blob-store.js'

@@ -42,7 +42,7 @@ let config: Config
 try {
   config = loadConfig(process.env)
 } catch (err) {
-  if (err instanceof ConfigError) fail(err.message, 'see "Configuration" in the README', 2)
+  if (err instanceof ConfigError) fail(err.message, 'see docs/configuration.md', 2)
   throw err
 }
 

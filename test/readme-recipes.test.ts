@@ -18,11 +18,11 @@ import { dataDir } from './helpers/tmp.js'
 
 const KEY = 'readme-key'
 
-/** The fenced block after the marker comment, exactly as the README shows it. */
+/** The fenced block after the marker comment, exactly as the docs show it (docs/api.md, "Chunked uploads"). */
 function readmeScript (marker: string): string {
-  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
-  const m = new RegExp(`<!-- ${marker}[^>]*-->\\n\`\`\`bash\\n([\\s\\S]*?)\`\`\``).exec(readme)
-  if (m === null) throw new Error(`README has no block marked ${marker}`)
+  const page = fs.readFileSync(path.join(root, 'docs/api.md'), 'utf8')
+  const m = new RegExp(`<!-- ${marker}[^>]*-->\\n\`\`\`bash\\n([\\s\\S]*?)\`\`\``).exec(page)
+  if (m === null) throw new Error(`docs/api.md has no block marked ${marker}`)
   return m[1]!
 }
 

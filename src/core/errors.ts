@@ -2,7 +2,7 @@
  * The error catalogue: every error dropcode answers with, by stable code. Services and drivers
  * throw `new DropcodeError('DROPCODE_…')`; one error handler (plugins/error-handler.ts) renders
  * them as `{ "error": message, "code": code }` on API routes and as an HTML page on downloads.
- * Each code is listed in the README (a test checks), and in api/answers.ts's ErrorCode, which the
+ * Each code is listed in docs/errors.md (a test checks), and in api/answers.ts's ErrorCode, which the
  * clients read (the compiler checks: neither may hold a code the other lacks).
  */
 import type { ErrorCode } from '../api/answers.js'

@@ -2,14 +2,15 @@ import fs from 'node:fs'
 import t from 'tap'
 import { DropcodeError, ERROR_CATALOGUE } from '../../src/core/errors.js'
 
-const readme = fs.readFileSync(new URL('../../README.md', import.meta.url), 'utf8')
+const errorsPage = fs.readFileSync(new URL('../../docs/errors.md', import.meta.url), 'utf8')
+const configurationPage = fs.readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8')
 
-t.test('every error code is unique, prefixed, and documented in the README with its status', async t => {
+t.test('every error code is unique, prefixed, and documented in docs/errors.md with its status', async t => {
   const codes = Object.keys(ERROR_CATALOGUE)
   t.equal(new Set(codes).size, codes.length)
   for (const [code, { status }] of Object.entries(ERROR_CATALOGUE)) {
     t.match(code, /^DROPCODE_[A-Z_]+$/)
-    t.match(readme, new RegExp(`\\| \`${code}\` \\| ${status} \\|`), `${code} (${status}) is in the README's error table`)
+    t.match(errorsPage, new RegExp(`\\| \`${code}\` \\| ${status} \\|`), `${code} (${status}) is in the error table`)
   }
 })
 
@@ -20,7 +21,7 @@ t.test('errors carry their catalogue status and message', async t => {
   t.equal(new DropcodeError('DROPCODE_INVALID_FIELD', 'custom').message, 'custom')
 })
 
-t.test('every configuration variable is documented in the README', async t => {
+t.test('every configuration variable is documented in docs/configuration.md', async t => {
   const { EnvSchema } = await import('../../src/config.js')
-  for (const name of Object.keys(EnvSchema.properties)) t.match(readme, `\`${name}\``, name)
+  for (const name of Object.keys(EnvSchema.properties)) t.match(configurationPage, `\`${name}\``, name)
 })

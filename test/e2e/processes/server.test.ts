@@ -147,7 +147,7 @@ t.test('start-up failures are one readable line with a hint (startup_errors_unre
   t.equal(await stop(busy), 0)
 
   for (const [env, line] of [
-    [{ PORT: 'eighty' }, 'dropcode: invalid PORT="eighty": must be a whole number (digits only, no units) from 0 to 65535 (hint: see "Configuration" in the README)\n'],
+    [{ PORT: 'eighty' }, 'dropcode: invalid PORT="eighty": must be a whole number (digits only, no units) from 0 to 65535 (hint: see docs/configuration.md)\n'],
     [{ MAX_FILE_SIZE: '5GB' }, /^dropcode: invalid MAX_FILE_SIZE="5GB": must be a whole number \(digits only, no units\) from 1 to \d+ \(hint/],
     [{ API_KEYS: 'my key' }, /^dropcode: invalid API_KEYS="my key": must be comma-separated keys of printable ASCII without spaces, such as API_KEYS=key-one,key-two/]
   ] as const) {
