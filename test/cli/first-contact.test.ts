@@ -56,6 +56,11 @@ t.test('a wrong --url is not a missing code: a path inside the service is exit 7
   t.equal(up.status, 0, up.stderr)
   const info = await runCli(t, ['info', up.stdout.trim()], env)
   t.equal(info.status, 0, `a trailing // is the root: ${info.stderr}`)
+  for (const args of [['upload', '-', '--json', '-q'], ['info', up.stdout.trim(), '--json']]) {
+    const json = await runCli(t, args, env, 'json')
+    t.equal(json.status, 0, json.stderr)
+    t.match(json.stdout, /^\{.*\}\n$/, `${args[0]} --json: one line of JSON, ending with a newline`)
+  }
   const gone = await runCli(t, ['info', 'AbCdEf'], env)
   t.equal(gone.status, 4, 'and a missing code is still exit 4')
   t.match(gone.stderr, /no file with code AbCdEf/)
