@@ -2,6 +2,7 @@
  * The page's entry point: / is the upload view (upload-view.ts: key, file, settings, progress,
  * result) with the "received a code?" box; /d/{code} is a code's info page (info.ts).
  */
+import { initCliBox } from './cli-box.js'
 import { initCodeBox, showInfo } from './info.js'
 import { UploadView } from './upload-view.js'
 
@@ -17,4 +18,5 @@ if (infoPath !== null) {
   // eslint-disable-next-line no-new -- the view wires itself to the page
   new UploadView()
   initCodeBox()
+  initCliBox().catch(() => {}) // without the file (not built), the box stays hidden
 }

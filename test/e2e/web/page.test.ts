@@ -374,3 +374,16 @@ t.test('Save key checks the key with the service (GET /key): a wrong one is refu
   t.equal(await page.getByRole('alert').textContent(), '', 'the refusal is cleared')
   t.same(unexpected(problems).filter(p => !p.includes('401')), [], 'no problem but the refused check itself')
 })
+
+t.test('the page shows the one line that installs the CLI this service serves, with the file\'s SHA-256', async t => {
+  const { url } = await start(t)
+  const { page, problems } = await openTab(t, browser)
+  await page.goto(url)
+  const box = page.getByRole('region', { name: 'From a terminal or a CI job' })
+  await box.waitFor()
+  t.equal(await page.locator('#cli-command').textContent(), `curl -fsSL ${url}/cli/dropcode.mjs -o dropcode && node dropcode --help`)
+  const { createHash } = await import('node:crypto')
+  const { CLI_BUNDLE } = await import('../../../src/routes/cli.js')
+  t.equal(await page.locator('#cli-sha256').textContent(), createHash('sha256').update(fs.readFileSync(CLI_BUNDLE)).digest('hex'), 'the served file\'s SHA-256')
+  t.same(unexpected(problems), [])
+})
