@@ -8,10 +8,11 @@
 # Build:  docker build -t dropcode .
 # Run:    docker run --rm -p 127.0.0.1:3000:3000 -e API_KEYS=... dropcode
 #
-# `--ignore-scripts` is used for both installs: the only dependency with an
-# install script is esbuild (pulled in by tsx), whose postinstall merely
-# verifies/optimises its platform binary. Neither `tsc` (build stage) nor
-# `node dist/server.js` (runtime) executes esbuild.
+# `--ignore-scripts` is used for both installs, as package.json's allowScripts
+# decides for every npm: the three dependencies with install scripts (esbuild,
+# lmdb, msgpackr-extract) work from their prebuilt platform packages
+# (test/install.test.ts). `npm run build` runs esbuild (the CLI served at
+# /cli/dropcode.mjs is bundled with it) from that prebuilt binary.
 
 # Node 24 is the active LTS; dropcode supports Node 22, 24 and 26 (package.json engines).
 ARG NODE_IMAGE=node:24-bookworm-slim
