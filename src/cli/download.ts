@@ -59,6 +59,13 @@ export async function download (args: DownloadArgs, client: Client): Promise<Dow
   if (args.extract) {
     target = path.resolve(args.output ?? '.')
     targetIsDir = await targetExists(target)
+    // An archive made by `dropcode upload DIR` (DIR.tar) holds DIR/: if DIR is there already,
+    // the extraction would be refused at its end (exit 8), after the download was spent. Say so
+    // before a byte is claimed. (Other archives are checked entry by entry at the end.)
+    const top = head.name.endsWith('.tar') ? head.name.slice(0, -4) : ''
+    if (saved === undefined && targetIsDir && !args.force && top !== '' && await exists(path.join(target, top))) {
+      throw new CliError(EXIT.LOCAL, `${target} already has ${top}: --extract never writes into an existing tree; pass --force to replace it with the archive's, or extract elsewhere with -o (nothing was downloaded)`)
+    }
     part = besideTarget(target, targetIsDir, head.name, '.dropcode-part')
     made = await fs.mkdir(path.dirname(part), { recursive: true }).catch(cannotWrite(path.dirname(part)))
   } else if (!toStdout) {

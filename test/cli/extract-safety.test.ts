@@ -149,10 +149,13 @@ t.test('an existing tree is never written into: the archive\'s top-level entries
   fs.rmSync(path.join(work, 'dist', 'assets', 'app.js'))
   fs.writeFileSync(path.join(work, 'dist', 'stale.txt'), 'not in the archive')
   const before = snapshot(work)
+  const left = async () => (await fetch(`${server.url}/download/${code}`, { method: 'HEAD' })).headers.get('dropcode-downloads-left')
+  const leftBefore = await left()
   const again = await runCli(t, ['download', code, '--extract'], { ...env, cwd: work })
   t.equal(again.status, 8, again.stderr)
   t.match(again.stderr, new RegExp(`${work.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} already has dist: --extract never writes into an existing tree; pass --force`))
   t.same(snapshot(work), before, 'the existing tree is untouched')
+  t.equal(await left(), leftBefore, 'refused before the download: none spent')
 
   // --force replaces it whole: exactly the archive's tree, no stale file, keep.txt untouched.
   const forced = await runCli(t, ['download', code, '--extract', '--force'], { ...env, cwd: work })
