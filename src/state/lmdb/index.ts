@@ -64,6 +64,7 @@ export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBa
     return n
   }
 
+  const keys = createLmdbKeys(env)
   const counters: CounterStore = {
     async incr (key, windowMs, now) {
       return await env.write(() => {
@@ -83,7 +84,10 @@ export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBa
   async function purge (now: number): Promise<number> {
     let total = 0
     while (true) {
-      const n = await env.write(() => purgeSome(now, PURGE_BATCH))
+      const n = await env.write(() => {
+        const some = purgeSome(now, PURGE_BATCH)
+        return some + keys.purgeLedgers(now, PURGE_BATCH - some)
+      })
       total += n
       if (n < PURGE_BATCH) return total
     }
@@ -106,7 +110,7 @@ export async function openLmdbBackend (opts: LmdbBackendOptions): Promise<LmdbBa
     cleanup: createLmdbCleanup(env),
     sessions,
     counters,
-    keys: createLmdbKeys(env),
+    keys,
     purge,
     async ping () {
       // A read proves the environment is open; writes report their own failures.

@@ -3,14 +3,14 @@
  * (its items, the items by end, and their total); see env.ts for the layout. Everything lives in
  * the database, never in memory, because several processes may share one DATA_DIR: each step
  * that reads then writes is one write transaction. A key's ended items are dropped by its next
- * `account` (housekeeping leaves the ledger alone); until then they only take disk space, as
- * `usage` and `account` never count them.
+ * `account`, or by housekeeping (`purgeLedgers`) for a key that uploads no more; until then they
+ * only take disk space, as `usage` and `account` never count them.
  */
 import type { KeyStore, LedgerChange } from '../types.js'
 import { opens, rotated } from '../key-rules.js'
 import type { LedgerItem, LmdbEnv } from './env.js'
 
-export function createLmdbKeys (env: LmdbEnv): KeyStore {
+export function createLmdbKeys (env: LmdbEnv): KeyStore & { purgeLedgers (now: number, limit: number): number } {
   const { keys, keyHashes, ledger, ledgerDue, ledgerTotals } = env
 
   /** Items of `name` whose end has passed at `now`, with their bytes (their ledgerDue keys: [name, until, item]). */
@@ -43,6 +43,20 @@ export function createLmdbKeys (env: LmdbEnv): KeyStore {
   }
 
   return {
+    /** Drops up to `limit` ended ledger items of any key (call inside a write). @returns items dropped */
+    purgeLedgers (now, limit) {
+      let n = 0
+      for (const name of [...ledgerTotals.getKeys()]) { // collected first: the loop writes
+        if (n >= limit) break
+        const gone = [...ended(name, now)].slice(0, limit - n)
+        if (gone.length === 0) continue
+        const total = ledgerTotals.get(name)!
+        save(name, new Map(gone.map(([item]) => [item, null])), total.bytes - gone.reduce((sum, [, bytes]) => sum + bytes, 0), total.lastUsedAt)
+        n += gone.length
+      }
+      return n
+    },
+
     async create (key) {
       return await env.write(() => {
         if (keys.get(key.name) !== undefined) return false
