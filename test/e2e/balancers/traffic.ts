@@ -107,7 +107,7 @@ export function startTraffic (o: TrafficOptions): { stop: () => Promise<TrafficR
 
   const openLoop = (async () => {
     for (let n = 0; !stopping.signal.aborted; n++) {
-      await sleep(started + n * 1000 / o.rate - Date.now())
+      await sleep(Math.max(0, started + n * 1000 / o.rate - Date.now())) // behind schedule: at once (a negative timeout warns)
       if (inFlight.size >= MAX_IN_FLIGHT) { report.skipped++; continue }
       const kind = CYCLE[n % CYCLE.length]!
       track(kind, () => request(kind, o, body)).catch(() => {})
