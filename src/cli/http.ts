@@ -240,7 +240,7 @@ export function answerError (status: number, headers: IncomingHttpHeaders, body:
       status === 409 ? EXIT.REFUSED : EXIT.NETWORK, service ? '' : `, ${PROXY_DOCS}`, service)
   }
   if (!service) return new CliError(EXIT.REFUSED, `a proxy between you and the service refused the request: ${what}, ${PROXY_DOCS}`)
-  if (code === 'DROPCODE_ROUTE_NOT_FOUND' || headers[ERROR_HEADER] === 'DROPCODE_ROUTE_NOT_FOUND') return wrongPath(url)
+  if (code === 'DROPCODE_ROUTE_NOT_FOUND' || headers[ERROR_HEADER] === 'DROPCODE_ROUTE_NOT_FOUND') return Object.assign(wrongPath(url), { body })
   const err = new CliError(exitForStatus(status, code), what)
   return Object.assign(err, { body })
 }

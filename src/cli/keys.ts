@@ -28,7 +28,7 @@ function refusal (err: unknown, name?: string): unknown {
   if (code === 'DROPCODE_FORBIDDEN') return new CliError(EXIT.REFUSED, 'refused: the key given (--key or $DROPCODE_KEY) is no admin key, and managing keys takes one (403 DROPCODE_FORBIDDEN)')
   if (code === 'DROPCODE_KEY_NOT_FOUND') return new CliError(EXIT.NOT_FOUND, `no key named ${name ?? '?'} in the key store; keys from API_KEYS are managed in the server's environment (404 DROPCODE_KEY_NOT_FOUND)`)
   // A service from before the keys API: its 404 is about the route, not a key.
-  if (code === 'DROPCODE_ROUTE_NOT_FOUND') return new CliError(EXIT.REFUSED, 'the service has no keys API (404 DROPCODE_ROUTE_NOT_FOUND): it predates API keys as data')
+  if (code === 'DROPCODE_ROUTE_NOT_FOUND') return new CliError(EXIT.REFUSED, `the service has no keys API at ${err instanceof Error ? (/^(\S+) is no endpoint/.exec(err.message)?.[1] ?? 'this URL') : 'this URL'} (404 DROPCODE_ROUTE_NOT_FOUND): either it predates API keys as data, or --url is not the service's root`)
   return err
 }
 
