@@ -122,7 +122,7 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
   app.addHook('onRequest', untrustedForwardingWarning(app, trustFunction(config.trustProxy)))
 
   const uploadsHook: onRequestAsyncHookHandler = async (req, reply) => {
-    // After the key check (auth.ts's uploadGuards): counted per key identity, never the key.
+    // After the key check (auth.ts's uploadGuards): counted per key name, never the secret.
     const { count, resetMs } = await app.state.counters.incr(`upload:${req.keyId}`, windowMs, now())
     if (count > uploads) throw limited(reply, resetMs)
   }

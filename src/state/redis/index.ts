@@ -18,7 +18,7 @@
  *   {p}done:{ID}              hash  code, size, sha256, until, keyId of a completed session (repeated
  *                                   completes), and for verify its filename, totalChunks, maxDownloads,
  *                                   expiryHours and chunks ("INDEX:SIZE:SHA256 …")
- *   {p}places:{KEYID}         zset  session id → until: the open sessions of one API key (a place
+ *   {p}places:{NAME}          zset  session id → until: the open sessions of one API key, by name (a place
  *                                   whose until has passed is free; the zset expires with its last)
  *   {p}rl:{NAME}              hash  count, until (a rate-limit window)
  *   {p}keys:{keys}            hash  key name → ApiKeyRecord JSON (API keys as data: few, rarely
