@@ -187,3 +187,34 @@ t.test('2,000 uploads that connect while the service is stopped are all answered
   await Promise.all(sent)
   t.same(Object.fromEntries(outcomes), { 401: 2000 }, 'every upload answered (401: no key), none reset')
 })
+
+t.test('npm run dev (scripts/dev.mjs): builds the page, serves it, and a SIGTERM stops the server it runs too, no watcher left behind', async t => {
+  const dir = dataDir(t)
+  const child = spawn(process.execPath, ['scripts/dev.mjs'], {
+    cwd: root,
+    env: { PATH: process.env.PATH, DATA_DIR: dir, API_KEYS: 'k', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: 'off', LOG_LEVEL: 'warn', LOG_FORMAT: 'json' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.teardown(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+  let stderr = ''
+  child.stderr.on('data', (c: Buffer) => { stderr += c.toString() })
+  child.stdout.resume()
+  const deadline = Date.now() + 60_000
+  let url: string | undefined
+  while (url === undefined && Date.now() < deadline) {
+    url = /^ {2}(http:\/\/127\.0\.0\.1:\d+)\/$/m.exec(stderr)?.[1]
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+  t.ok(url, `the dev server started: ${stderr.slice(0, 300)}`)
+  const page = await fetch(`${url!}/`)
+  t.equal(page.status, 200, 'the page is served')
+  const port = Number(new URL(url!).port)
+  child.kill('SIGTERM')
+  const [code] = await once(child, 'exit') as [number | null]
+  t.equal(code, 0, 'the watcher exits')
+  let refused = false
+  for (let i = 0; i < 50 && !refused; i++) {
+    try { await fetch(`http://127.0.0.1:${port}/healthz`); await new Promise(resolve => setTimeout(resolve, 100)) } catch { refused = true }
+  }
+  t.ok(refused, 'and the server it ran is gone: nothing listens any more')
+})
