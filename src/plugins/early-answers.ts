@@ -7,8 +7,9 @@
  *   wrong or the declared size is over the limit. Here the expectation is answered only after
  *   the onRequest checks (key, rate limit, body type, declared size) have passed, just before
  *   the body is read; a refused request gets its 401 or 413 at once and the client never sends.
- * - `sizeGuard(bytes)`: an onRequest check of the declared Content-Length, so an upload that
- *   announces more than the limit is answered 413 before its first byte is read.
+ * - `sizeGuard(bytes)`: an onRequest check of the declared Content-Length, so a chunk that
+ *   announces more than the limit is answered 413 before its first byte is read (a whole upload's
+ *   is checked against its key's file limit: routes/key-limits.ts).
  */
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'

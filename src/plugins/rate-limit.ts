@@ -105,8 +105,11 @@ function untrustedForwardingWarning (app: FastifyInstance, trusted: (addr: strin
   }
 }
 
+/** A window's remaining ms as Retry-After's whole seconds, at least 1. */
+const retrySeconds = (resetMs: number) => Math.max(1, Math.ceil(resetMs / 1000))
+
 function limited (reply: FastifyReply, resetMs: number): DropcodeError {
-  const seconds = Math.max(1, Math.ceil(resetMs / 1000))
+  const seconds = retrySeconds(resetMs)
   reply.header('retry-after', String(seconds))
   return new DropcodeError('DROPCODE_RATE_LIMITED', `Too many requests; try again in ${seconds} s.`, { retry_after: seconds })
 }
@@ -126,14 +129,14 @@ export default fp(async function rateLimit (app: FastifyInstance, { config, now 
     const { count, resetMs } = await app.state.counters.incr(`upload:${req.keyId}`, windowMs, now())
     if (count > uploads) throw limited(reply, resetMs)
   }
-  const newUploads: onRequestAsyncHookHandler = async (req, reply) => {
+  const newUploads: onRequestAsyncHookHandler = async (req) => {
     const key = req.apiKey!
     const limit = key.limits.uploadsPerMinute
     if (limit === undefined) return
     const { count, resetMs } = await app.state.counters.incr(`uploads-minute:${key.name}`, 60_000, now())
     if (count > limit) {
-      const seconds = Math.max(1, Math.ceil(resetMs / 1000))
-      reply.header('retry-after', String(seconds))
+      const seconds = retrySeconds(resetMs)
+      // (Retry-After: the error handler sets it from retry_after.)
       throw overLimit(key, 'uploadsPerMinute', 'DROPCODE_RATE_LIMITED', `${whose(key, 'uploadsPerMinute')} may start ${limit} uploads a minute; try again in ${seconds} s.`, { retry_after: seconds })
     }
   }

@@ -20,20 +20,22 @@ declare module 'fastify' {
 }
 
 /**
- * onRequest: reserves room for the request's bytes in its key's quota; `maxOf` is the most
- * content the request may carry (the key's file limit, or a chunk's). The reservation is
+ * onRequest: refuses a request that declares more than its key's file limit (the service's, if
+ * lower: a key's never lifts it), then reserves room for its bytes in the key's quota; `maxOf` is
+ * the most content the request may carry (the key's file limit, or a chunk's). The reservation is
  * released when the request ends without keeping its bytes.
  */
 export function reserveRoom (app: FastifyInstance, maxOf: (key: ApiKey) => number): onRequestAsyncHookHandler {
   if (!app.hasRequestDecorator('hold')) app.decorateRequest('hold', null)
   return async function reserveRoom (req, reply) {
     const key = req.apiKey!
-    const max = maxOf(key)
+    const { maxFileSize } = key.limits
     const declared = declaredLength(req)
-    if (declared !== undefined && max === key.limits.maxFileSize && declared > max + MULTIPART_SLACK) {
-      throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The request declares ${declared} bytes; ${whose(key, 'maxFileSize')}'s file limit is ${max} bytes.`)
+    // (A chunk over a lower chunk limit was refused by the route's sizeGuard already.)
+    if (declared !== undefined && declared > maxFileSize + MULTIPART_SLACK) {
+      throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The request declares ${declared} bytes; ${whose(key, 'maxFileSize')}'s file limit is ${maxFileSize} bytes.`)
     }
-    const hold = await app.quota.reserve(key, declared, max)
+    const hold = await app.quota.reserve(key, declared, maxOf(key))
     req.hold = hold
     // Kept bytes were recorded before the answer went out, so this frees only what was not kept.
     reply.raw.once('close', () => { hold.release().catch(() => {}) })

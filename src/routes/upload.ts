@@ -10,7 +10,8 @@ const uploadRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits'> }
   const Fields = uploadFields(config.limits)
   app.post('/upload', {
     config: { crossOrigin: true },
-    onRequest: [...app.uploadGuards, app.rateLimits.newUploads, app.sizeGuard(config.limits.maxFileSize, 'DROPCODE_FILE_TOO_LARGE'), reserveRoom(app, key => key.limits.maxFileSize), app.transferSlots.upload],
+    // reserveRoom refuses a declared length over the key's file limit (never above MAX_FILE_SIZE).
+    onRequest: [...app.uploadGuards, app.rateLimits.newUploads, reserveRoom(app, key => key.limits.maxFileSize), app.transferSlots.upload],
     schema: {
       summary: 'Upload one file',
       description: 'Fields may come before or after the file. Answers the download code.',

@@ -5,6 +5,7 @@
  * `now`, epoch ms), as in scripts.ts.
  */
 import type { Result } from 'ioredis'
+import type { Arg } from './scripts.js'
 
 // KEYS: keys, hashes. ARGV: name, record JSON, hash, … Nothing is written when the name or a
 // hash is taken.
@@ -136,8 +137,6 @@ export const KEY_SCRIPTS = {
   dcLedgerAccount: [3, LEDGER_ACCOUNT],
   dcLedgerUsage: [3, LEDGER_USAGE]
 } as const satisfies Record<string, readonly [number, string]>
-
-type Arg = string | number
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {

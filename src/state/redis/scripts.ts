@@ -445,7 +445,7 @@ export const SCRIPTS = {
   dcCounterIncr: [1, COUNTER_INCR]
 } as const satisfies Record<string, readonly [number, string]>
 
-type Arg = string | number
+export type Arg = string | number
 type Flat = string[]
 
 declare module 'ioredis' {
