@@ -266,8 +266,28 @@ function cephConf (dir: string, o: {
   return lines.join('\n')
 }
 
-/** Starts a fresh one-node Ceph cluster with a radosgw S3 endpoint on 127.0.0.1. */
+/**
+ * Starts a fresh one-node Ceph cluster with a radosgw S3 endpoint on 127.0.0.1. A start that
+ * fails early is tried again on new ports (up to three tries within the start timeout): the
+ * free ports are read before the daemons bind them, and a test file running beside this one may
+ * take one meanwhile (a CI run once lost a whole test file to a start that failed in 3 s).
+ */
 export async function startRadosgw (opts: StartRadosgwOptions = {}): Promise<Radosgw> {
+  const deadline = Date.now() + (opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS)
+  const failures: string[] = []
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRadosgwOnce({ ...opts, startTimeoutMs: deadline - Date.now() })
+    } catch (err) {
+      failures.push(`try ${attempt}: ${err instanceof Error ? err.message : String(err)}`)
+      if (attempt === 3 || deadline - Date.now() < 20_000 || (err instanceof Error && err.message.startsWith('startRadosgw:'))) {
+        throw new Error(failures.join('\n'), { cause: err })
+      }
+    }
+  }
+}
+
+async function startRadosgwOnce (opts: StartRadosgwOptions): Promise<Radosgw> {
   const bins: Record<string, string> = {}
   for (const b of [...REQUIRED_BINARIES, ...HELPER_BINARIES]) {
     const found = findBinary(b)
