@@ -10,6 +10,8 @@
  *   client abort or size limit from a storage fault).
  * - `get` of a missing key rejects with BlobNotFoundError; `delete`/`purge` of one succeed.
  * - Storage faults reject with DROPCODE_STORAGE_UNAVAILABLE (503).
+ * - `appendChunk` is the one write that keeps a failed body's bytes: what arrived before the
+ *   body failed is stored, so a resumable (tus) client continues from there.
  */
 import type { Readable } from 'node:stream'
 import type { ByteRange } from '../core/byte-range.js'
@@ -34,14 +36,31 @@ export interface BlobStore {
    * Opens a chunked upload into `key`; the returned handle (opaque to the service: the driver's
    * own name for the upload, S3's UploadId, say) is kept in the session. `chunkSize`:
    * the session's declared chunk size (every chunk but the last holds exactly that many bytes),
-   * which lets a driver store each chunk in place at its offset.
+   * which lets a driver store each chunk in place at its offset. `append`: the upload is
+   * appendable (its bytes arrive in order through `appendChunk`, the tus protocol's PATCH).
    */
-  beginChunked (key: string, options?: { chunkSize?: number | undefined }): Promise<string>
+  beginChunked (key: string, options?: { chunkSize?: number | undefined, append?: boolean }): Promise<string>
 
   /** Stores one chunk of a chunked upload (any order, possibly concurrently, retries allowed). */
   putChunk (key: string, handle: string, chunk: ChunkInput): Promise<ChunkReceipt>
 
-  /** Frees a chunk that a retry replaced. */
+  /**
+   * Appends `input.body` to an appendable upload (opened by beginChunked(key, { append: true })).
+   * Its bytes become the upload's bytes from `input.offset` on, right after the earlier appends;
+   * `input.previous` is the receipt the previous append resolved with (undefined for the first).
+   * The bytes that arrived are kept when the body fails midway: resolves with the receipt of
+   * what was stored and the body's error as `cut`. Rejects (the service then keeps no record of
+   * this append, and `previous` stays valid) on storage faults.
+   *
+   * The receipt's `size` is the bytes this append added (0 when the body was empty or failed
+   * before its first byte; such a receipt is still a valid `previous`). Everything the next
+   * append needs is in storage and the receipt, so any instance may do it. `completeChunked`
+   * takes the receipts of all appends in order; `discardChunk` of the last one (not recorded,
+   * e.g. a checksum mismatch) leaves its `previous` valid.
+   */
+  appendChunk (key: string, handle: string, input: AppendInput): Promise<{ receipt: ChunkReceipt, cut?: unknown }>
+
+  /** Frees a chunk that a retry replaced, or an append receipt the service did not record. */
   discardChunk (key: string, handle: string, receipt: ChunkReceipt): Promise<void>
 
   /**
@@ -118,6 +137,20 @@ export interface ChunkInput {
    * part) and must choose once, whichever instance receives the first chunk. Others ignore it.
    */
   settleLayout (wanted: string | undefined): Promise<string | undefined>
+}
+
+export interface AppendInput {
+  body: Readable
+  /** Bytes of the upload stored before this append. */
+  offset: number
+  /** The receipt of the append before this one; undefined for the first. */
+  previous?: ChunkReceipt | undefined
+  /** Called with every buffer of the body, in order, as it is taken for storage: exactly the bytes the receipt covers (the service hashes them). */
+  observe?: ((data: Buffer) => void) | undefined
+  /** An upper bound of the body's length if known, a hint for memory (S3). */
+  maxLength?: number | undefined
+  /** The upload's ticket from `BlobStore.admit`, if the driver has a gate. */
+  ticket?: UploadTicket | undefined
 }
 
 export class BlobNotFoundError extends Error {

@@ -11,6 +11,13 @@
  * copying nothing. Other sessions write each chunk to `{key}.chunks/{index}-{nonce}` (a retry
  * writes a new file and the replaced one is discarded); completion concatenates them in index
  * order into `{key}.part`, renames it into place and removes the chunk directory.
+ * Appendable (tus) uploads use the same in-place file: `beginChunked(key, { append: true })`
+ * creates it, each append writes its body at its offset (the receipt is `{ size, at: offset }`,
+ * so completion and `readChunk` are the in-place ones). A body that fails midway still ends the
+ * write normally (append-body.ts): every byte it delivered is flushed and kept, and the client
+ * resumes after them. An append that is not recorded (it failed, or the service discarded it)
+ * leaves bytes past the recorded total that the next append overwrites, or completion's
+ * truncation drops; `previous` needs nothing from the file, so it stays valid.
  * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
  * reader closes it.
  */
@@ -24,6 +31,7 @@ import { randomBytes } from 'node:crypto'
 import { DropcodeError, isOutOfSpace, StartupError } from '../core/errors.js'
 import { isBlobKey } from '../core/ids.js'
 import { ByteCounter, Sha256Meter } from '../core/streams.js'
+import { AppendBody } from './append-body.js'
 import { BlobNotFoundError, type BlobStore } from './blob-store.js'
 
 /** A filesystem failure: 507 when the disk (or quota) is full, else 503. */
@@ -76,7 +84,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     async beginChunked (key, options) {
       try {
         await fsp.mkdir(chunkDir(key), { recursive: true })
-        if (options?.chunkSize !== undefined) await (await fsp.open(wholeOf(key), 'a')).close()
+        if (options?.chunkSize !== undefined || options?.append === true) await (await fsp.open(wholeOf(key), 'a')).close()
       } catch (err) {
         throw unavailable(err)
       }
@@ -91,6 +99,17 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       const name = `${chunk.index}-${randomBytes(6).toString('hex')}`
       const file = path.join(chunkDir(key), name)
       return { size: await write({ temp: `${file}.part`, final: file }, chunk.body), file: name }
+    },
+
+    async appendChunk (key, _handle, input) {
+      const body = new AppendBody(input.body, input.observe)
+      try {
+        const size = await write({ inPlace: wholeOf(key), offset: input.offset }, Readable.from(body))
+        return { receipt: { size, at: input.offset }, cut: body.cut }
+      } catch (err) {
+        input.body.destroy()
+        throw err
+      }
     },
 
     async discardChunk (key, _handle, receipt) {

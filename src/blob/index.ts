@@ -8,7 +8,7 @@ import type { OpenedBlobStore } from './blob-store.js'
 import { createFsBlobStore } from './fs-store.js'
 import { openS3BlobStore } from './s3/store.js'
 
-export type { BlobStore, ChunkReceipt, OpenedBlobStore, UploadTicket } from './blob-store.js'
+export type { AppendInput, BlobStore, ChunkReceipt, OpenedBlobStore, UploadTicket } from './blob-store.js'
 export { BlobNotFoundError } from './blob-store.js'
 export { createS3Client } from './s3/client.js'
 

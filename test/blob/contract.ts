@@ -1,11 +1,12 @@
 /**
  * The BlobStore contract: every driver runs this suite (fs-store.test.ts, s3-store.test.ts).
  */
+import { createHash } from 'node:crypto'
 import { Readable } from 'node:stream'
 import type { Test } from 'tap'
-import { BlobNotFoundError, type BlobStore } from '../../src/blob/index.js'
+import { BlobNotFoundError, type BlobStore, type ChunkReceipt } from '../../src/blob/index.js'
 import { newBlobKey } from '../../src/core/ids.js'
-import { byteStream, sha256 } from '../helpers/streams.js'
+import { byteStream, bytes, sha256 } from '../helpers/streams.js'
 
 const MiB = 1024 * 1024
 
@@ -166,5 +167,169 @@ export function chunkedContract (t: Test, open: (t: Test) => Promise<BlobStore>,
     await t.rejects(put(0, byteStream(8 * MiB, { failAfter: 6 * MiB })), { message: 'body failed on purpose' })
     await store.purge(key)
     await opts.assertNothingLeft(t, key)
+  })
+}
+
+/**
+ * An append's body: `size` bytes in 64 KiB buffers, each stamped with its index so that bytes
+ * moved within an append show (byteStream repeats one buffer); fails after `failAfter` bytes
+ * (a multiple of 64 KiB: exactly that many are delivered).
+ */
+function appendBody (size: number, seed: number, failAfter?: number): Readable {
+  const base = bytes(64 * 1024, seed)
+  let sent = 0
+  let index = 0
+  return new Readable({
+    read () {
+      if (failAfter !== undefined && sent >= failAfter) { this.destroy(new Error('body failed on purpose')); return }
+      if (sent >= size) { this.push(null); return }
+      const n = Math.min(base.length, size - sent)
+      const chunk = Buffer.from(base.subarray(0, n))
+      if (n >= 4) chunk.writeUInt32BE(index++)
+      sent += n
+      this.push(chunk)
+    }
+  })
+}
+
+/** The first `size` bytes an appendBody of `seed` delivers. */
+function * chunksOf (size: number, seed: number): Generator<Buffer> {
+  const base = bytes(64 * 1024, seed)
+  for (let at = 0, index = 0; at < size; at += base.length) {
+    const n = Math.min(base.length, size - at)
+    const chunk = Buffer.from(base.subarray(0, n))
+    if (n >= 4) chunk.writeUInt32BE(index++)
+    yield chunk
+  }
+}
+
+/** One append as the tests describe it: `size` bytes of `seed`, failing after `failAfter` if set. */
+interface AppendStep { size: number, seed: number, failAfter?: number }
+
+/**
+ * An appendable upload driven like the tus service drives it: each append's offset and previous
+ * receipt (through JSON, as the service stores it), what `observe` saw checked against what the
+ * receipt says was stored.
+ */
+async function openAppendable (t: Test, store: BlobStore) {
+  const key = newBlobKey()
+  const handle = await store.beginChunked(key, { append: true })
+  const receipts: ChunkReceipt[] = []
+  /** The upload's expected bytes, by recorded append. */
+  const expected: Array<[size: number, seed: number]> = []
+  const offset = () => receipts.reduce((n, r) => n + r.size, 0)
+  return {
+    key,
+    handle,
+    receipts,
+    /** Appends `step` through `on` (default: the store); records its receipt unless `record` is false. */
+    async append (step: AppendStep, opts: { on?: BlobStore, record?: boolean } = {}) {
+      const seen = createHash('sha256')
+      let seenBytes = 0
+      const body = appendBody(step.size, step.seed, step.failAfter)
+      const previous = receipts.length === 0 ? undefined : JSON.parse(JSON.stringify(receipts.at(-1))) as ChunkReceipt
+      const r = await (opts.on ?? store).appendChunk(key, handle, {
+        body,
+        offset: offset(),
+        previous,
+        maxLength: step.size,
+        observe: data => { seen.update(data); seenBytes += data.length }
+      })
+      const stored = Math.min(step.size, step.failAfter ?? Infinity)
+      t.equal(r.receipt.size, stored, `append of ${step.size} bytes${step.failAfter !== undefined ? ` failing after ${step.failAfter}` : ''}: the receipt covers ${stored} bytes`)
+      t.equal(seenBytes, r.receipt.size, 'observe saw exactly the bytes the receipt covers')
+      t.equal(seen.digest('hex'), (await sha256(Readable.from(chunksOf(stored, step.seed)))).hash, 'observe saw those bytes, in order')
+      if (step.failAfter !== undefined) t.match(r.cut, { message: 'body failed on purpose' }, 'the body\'s error is the cut')
+      else t.equal(r.cut, undefined, 'no cut')
+      if (opts.record !== false) {
+        receipts.push(r.receipt)
+        expected.push([stored, step.seed])
+      }
+      return r.receipt
+    },
+    /** Completes through `on` (default: the store) and checks the object byte for byte. */
+    async complete (on: BlobStore = store) {
+      const total = offset()
+      const done = await on.completeChunked(key, handle, receipts)
+      t.equal(done.size, total, `completed: ${total} bytes`)
+      const got = await on.get(key)
+      t.equal(got.size, total)
+      async function * want () { for (const [size, seed] of expected) yield * chunksOf(size, seed) }
+      t.same(await sha256(got.body), await sha256(want()), 'the object is the appends, byte for byte')
+    }
+  }
+}
+
+export interface AppendContractOptions extends BlobContractOptions {
+  /** Another store over the same storage (its own client), as another instance would open it. */
+  openAgain (t: Test): Promise<BlobStore>
+}
+
+export function appendContract (t: Test, open: (t: Test) => Promise<BlobStore>, opts: AppendContractOptions) {
+  const cases: Array<[string, number[]]> = [
+    ['no append at all', []],
+    ['one empty append', [0]],
+    ['one byte', [1]],
+    ['empty appends around a byte', [0, 1, 0]],
+    ['1 MiB × 12 (accumulating below a part)', Array.from({ length: 12 }, () => MiB)],
+    ['one append of 13 MiB (over two parts)', [13 * MiB]],
+    ['mixed: 3 MiB, 7 MiB, 0, 2 MiB, 6 MiB', [3 * MiB, 7 * MiB, 0, 2 * MiB, 6 * MiB]],
+    ['odd sizes: 5 MiB − 1, 1, 5 MiB + 1, 100', [5 * MiB - 1, 1, 5 * MiB + 1, 100]]
+  ]
+  for (const [name, sizes] of cases) {
+    t.test(`append: ${name} round-trips byte for byte, and leaves nothing else`, async t => {
+      const store = await open(t)
+      const up = await openAppendable(t, store)
+      for (const [i, size] of sizes.entries()) await up.append({ size, seed: i + 11 })
+      await up.complete()
+      await store.delete(up.key)
+      await opts.assertNothingLeft(t, up.key)
+    })
+  }
+
+  for (const cutAt of [0, 3 * MiB, 7 * MiB]) {
+    t.test(`append: a body that fails after ${cutAt} bytes keeps them all; another instance continues`, async t => {
+      const store = await open(t)
+      const up = await openAppendable(t, store)
+      await up.append({ size: 2 * MiB + 17, seed: 1 })
+      await up.append({ size: cutAt + MiB, seed: 2, failAfter: cutAt })
+      // A new store with a client of its own: nothing of the earlier appends lives in memory.
+      const other = await opts.openAgain(t)
+      await up.append({ size: 2 * MiB + 5, seed: 3 }, { on: other })
+      await up.complete(other)
+      await other.delete(up.key)
+      await opts.assertNothingLeft(t, up.key)
+    })
+  }
+
+  t.test('append: discarding the last receipt leaves the previous one valid', async t => {
+    const store = await open(t)
+    for (const [first, discarded, instead] of [[3 * MiB, 4 * MiB, MiB], [6 * MiB, MiB, 2 * MiB], [3 * MiB, 0, 3 * MiB], [MiB, 12 * MiB, 6 * MiB]] as const) {
+      const up = await openAppendable(t, store)
+      await up.append({ size: first, seed: 1 })
+      const unrecorded = await up.append({ size: discarded, seed: 2 }, { record: false })
+      await store.discardChunk(up.key, up.handle, unrecorded)
+      await up.append({ size: instead, seed: 3 })
+      await up.complete()
+      await store.delete(up.key)
+      await opts.assertNothingLeft(t, up.key)
+    }
+  })
+
+  t.test('append: purge of an unfinished appendable upload leaves nothing', async t => {
+    const store = await open(t)
+    const up = await openAppendable(t, store)
+    // Tails (1 MiB, then 3 MiB), a part (9 MiB), a tail again; an unrecorded append on top.
+    for (const [i, size] of [MiB, 2 * MiB, 6 * MiB, MiB].entries()) await up.append({ size, seed: i })
+    await up.append({ size: 2 * MiB, seed: 9 }, { record: false })
+    await store.purge(up.key)
+    await opts.assertNothingLeft(t, up.key)
+  })
+
+  t.test('append: purge right after opening leaves nothing', async t => {
+    const store = await open(t)
+    const up = await openAppendable(t, store)
+    await store.purge(up.key)
+    await opts.assertNothingLeft(t, up.key)
   })
 }

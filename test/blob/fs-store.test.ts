@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { createFsBlobStore } from '../../src/blob/fs-store.js'
-import { blobStoreContract, chunkedContract } from './contract.js'
+import { appendContract, blobStoreContract, chunkedContract } from './contract.js'
 import { dataDir } from '../helpers/app.js'
 
 const dirs = new Map<string, string>()
@@ -25,6 +25,11 @@ const options = {
 }
 blobStoreContract(t, open, options)
 chunkedContract(t, open, options)
+appendContract(t, open, {
+  ...options,
+  // Another instance: a store of its own over the same directory.
+  openAgain: async (t: Test) => createFsBlobStore({ dir: dirs.get(t.fullname)! })
+})
 
 t.test('objects are stored under a two-character fan-out of their key', async t => {
   const dir = dataDir(t)

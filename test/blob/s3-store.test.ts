@@ -6,7 +6,7 @@ import { newBlobKey } from '../../src/core/ids.js'
 import { recordingClient, type SentCommand } from '../helpers/s3-client.js'
 import { startS3 } from '../helpers/s3.js'
 import { byteStream } from '../helpers/streams.js'
-import { blobStoreContract, chunkedContract, chunkedRoundTrip, layoutCell } from './contract.js'
+import { appendContract, blobStoreContract, chunkedContract, chunkedRoundTrip, layoutCell } from './contract.js'
 
 const MiB = 1024 * 1024
 const s3 = await startS3()
@@ -43,6 +43,11 @@ const options = {
 }
 blobStoreContract(t, openContract, options)
 chunkedContract(t, openContract, options)
+appendContract(t, openContract, {
+  ...options,
+  // Another instance: a store over the same bucket with an S3 client of its own.
+  openAgain: async (t: Test) => open(t, { bucket: opened.get(t.fullname)!.bucket }).store
+})
 
 /** Part sizes of every CompleteMultipartUpload sent, checked against the UploadParts sent before it. */
 function completedPartSizes (sent: SentCommand[]) {

@@ -1,7 +1,7 @@
 /**
  * The S3 calls dropcode makes, and nothing else: a narrow interface over the AWS SDK client, so
- * the store (store.ts) and the chunk layouts (chunks.ts) share one way to talk to S3 and one
- * translation of S3 failures into the error catalogue:
+ * the store (store.ts), the chunk layouts (chunks.ts) and appends (appends.ts) share one way to
+ * talk to S3 and one translation of S3 failures into the error catalogue:
  *   NoSuchKey / 404 on a read      → BlobNotFoundError
  *   NoSuchUpload                   → DROPCODE_SESSION_NOT_FOUND (a chunked upload that is gone)
  *   507, XMinioStorageFull, …      → DROPCODE_STORAGE_FULL
@@ -19,7 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import {
   AbortMultipartUploadCommand, CompleteMultipartUploadCommand, CreateBucketCommand, CreateMultipartUploadCommand,
   DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command,
-  PutObjectCommand, UploadPartCommand, type S3Client
+  ListPartsCommand, PutObjectCommand, UploadPartCommand, UploadPartCopyCommand, type S3Client
 } from '@aws-sdk/client-s3'
 import { DropcodeError } from '../../core/errors.js'
 import type { ByteRange } from '../../core/byte-range.js'
@@ -38,6 +38,8 @@ export interface S3Api {
    * failed. `maxLength`: an upper bound of its length, if known. @returns bytes stored
    */
   putStream (key: string, body: Readable, maxLength?: number, ticket?: Claim): Promise<number>
+  /** Stores `length` bytes of known length as one object; `again`: a fresh body, to resend a streamed one. */
+  putObject (key: string, body: Buffer | Readable, length: number, again?: () => Buffer | Readable): Promise<void>
   /** Stores an empty object. */
   putEmpty (key: string): Promise<void>
   /** The object, whole or a byte range; `size` is the object's full size. */
@@ -49,6 +51,10 @@ export interface S3Api {
   createMultipart (key: string): Promise<string>
   /** `again`: a fresh body over the same bytes, to resend a streamed one. */
   uploadPart (key: string, uploadId: string, n: number, body: Buffer | Readable, length: number, again?: () => Buffer | Readable): Promise<string>
+  /** Copies bytes `range` of object `source` (same bucket) into part `n`, inside S3. @returns the part's ETag */
+  uploadPartCopy (key: string, uploadId: string, n: number, source: string, range: ByteRange): Promise<string>
+  /** Every part an unfinished multipart upload holds, in order. */
+  listParts (key: string, uploadId: string): Promise<PartRef[]>
   completeMultipart (key: string, uploadId: string, parts: PartRef[]): Promise<void>
   /** Succeeds when the upload is already gone. */
   abortMultipart (key: string, uploadId: string): Promise<void>
@@ -127,9 +133,7 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
           holdBack: 0,
           maxLength,
           ticket,
-          sendWhole: async (data, length, again) => {
-            await noting(() => send(() => resending(data, again, Body => client.send(new PutObjectCommand({ Bucket, Key, Body, ContentLength: length, ContentType: 'application/octet-stream' })))))
-          },
+          sendWhole: async (data, length, again) => { await noting(() => api.putObject(Key, data, length, again)) },
           sendPart: async (i, data, length, again) => {
             await noting(async () => {
               uploadId ??= api.createMultipart(Key)
@@ -143,6 +147,10 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
         if (uploadId !== undefined) await uploadId.then(id => api.abortMultipart(Key, id)).catch(() => {})
         throw storageError !== undefined ? s3Error(storageError) : bodyError ?? s3Error(err)
       }
+    },
+
+    async putObject (Key, data, length, again) {
+      await send(() => resending(data, again, Body => client.send(new PutObjectCommand({ Bucket, Key, Body, ContentLength: length, ContentType: 'application/octet-stream' }))))
     },
 
     async putEmpty (Key) {
@@ -184,6 +192,30 @@ export function createS3Api ({ client, bucket: Bucket, partSize, queueSize, uplo
 
     async uploadPart (Key, UploadId, PartNumber, data, ContentLength, again) {
       return (await send(() => resending(data, again, Body => client.send(new UploadPartCommand({ Bucket, Key, UploadId, PartNumber, Body, ContentLength }))))).ETag!
+    },
+
+    async uploadPartCopy (Key, UploadId, PartNumber, source, range) {
+      const CopySource = `${Bucket}/${source.split('/').map(encodeURIComponent).join('/')}`
+      const CopySourceRange = `bytes=${range.start}-${range.end}`
+      return (await send(() => client.send(new UploadPartCopyCommand({ Bucket, Key, UploadId, PartNumber, CopySource, CopySourceRange })))).CopyPartResult!.ETag!
+    },
+
+    async listParts (Key, UploadId) {
+      const parts: PartRef[] = []
+      let PartNumberMarker: string | undefined
+      do {
+        let page
+        try {
+          page = await client.send(new ListPartsCommand({ Bucket, Key, UploadId, PartNumberMarker }))
+        } catch (err) {
+          // Ceph RGW answers NoSuchKey for an upload that is gone (AWS: NoSuchUpload).
+          if (errorName(err) === 'NoSuchKey') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND', undefined, undefined, { cause: err })
+          throw s3Error(err)
+        }
+        for (const p of page.Parts ?? []) parts.push({ n: p.PartNumber!, etag: p.ETag!, size: p.Size! })
+        PartNumberMarker = page.IsTruncated === true ? page.NextPartNumberMarker : undefined
+      } while (PartNumberMarker !== undefined)
+      return parts
     },
 
     async completeMultipart (Key, UploadId, parts) {

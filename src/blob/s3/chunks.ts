@@ -42,9 +42,24 @@ import { streamParts, ticketOf } from './parts.js'
 
 const MiB = 1024 * 1024
 export const MIN_PART = 5 * MiB
-const MAX_PARTS = 10_000
+export const MAX_PARTS = 10_000
 
 type S3Receipt = ChunkReceipt & { parts?: PartRef[], object?: string }
+
+/**
+ * After a completion: deletes the `{key}.chunk-*` objects, the `known` ones (named by records)
+ * first, then whatever the listing finds. Best effort: the file is complete; a leftover costs
+ * storage, not correctness.
+ */
+export async function deleteChunkObjects (s3: S3Api, key: string, known: string[]): Promise<void> {
+  for (const object of known) await s3.delete(object).catch(() => {})
+  // Also chunk objects that no record names: a request that stored its chunk and died
+  // before recording it (kill -9 of its instance) left one, and nothing else would ever
+  // delete it once the session is a file (deleting a file removes its key only).
+  try {
+    for await (const object of s3.list(`${key}.chunk-`)) await s3.delete(object).catch(() => {})
+  } catch { /* best effort, see above */ }
+}
 
 /** Yields `head` then whatever is left in `rest`, counting bytes into `counter.size`. */
 async function * joined (head: Buffer[], rest: AsyncIterator<Buffer>, counter: { size: number }) {
@@ -198,13 +213,7 @@ export function createS3Chunks (s3: S3Api) {
         }
         await s3.completeMultipart(key, uploadId, parts)
       }
-      for (const object of objects) await s3.delete(object).catch(() => {})
-      // Also chunk objects that no record names: a request that stored its chunk and died
-      // before recording it (kill -9 of its instance) left one, and nothing else would ever
-      // delete it once the session is a file (deleting a file removes its key only).
-      try {
-        for await (const object of s3.list(`${key}.chunk-`)) await s3.delete(object).catch(() => {})
-      } catch { /* best effort: the file is complete; a leftover costs storage, not correctness */ }
+      await deleteChunkObjects(s3, key, objects)
       return sha256 === undefined ? { size } : { size, sha256 }
     }
   }

@@ -3,7 +3,8 @@
  *
  * Key layout: `{S3_PREFIX}{key}` in one bucket; keys are 32 random hex digits, so they spread
  * evenly over S3's partitions and say nothing about the file. Chunked sessions add
- * `{S3_PREFIX}{key}.chunk-{index}-{nonce}` temporary objects (chunks.ts).
+ * `{S3_PREFIX}{key}.chunk-{index}-{nonce}` temporary objects (chunks.ts), appendable (tus)
+ * uploads `{S3_PREFIX}{key}.chunk-tail-{nonce}` ones (appends.ts); purge deletes them all.
  *
  * Uploads are cut into S3_PART_SIZE parts (default 8 MiB), S3_QUEUE_SIZE (default 2) in flight
  * per upload, buffered in reusable 64 KiB slabs from one pool of S3_UPLOAD_MEMORY bytes (default
@@ -21,7 +22,8 @@
  * 411 MissingContentLength) or store verbatim (s3rver).
  *
  * Permissions needed: s3:PutObject, s3:GetObject, s3:DeleteObject, s3:AbortMultipartUpload,
- * s3:ListBucketMultipartUploads, s3:ListBucket (HeadBucket, listing chunk objects), and
+ * s3:ListBucketMultipartUploads, s3:ListMultipartUploadParts (completing an appendable upload),
+ * s3:ListBucket (HeadBucket, listing chunk objects), and
  * s3:CreateBucket only when S3_CREATE_BUCKET=true and the bucket may be missing.
  */
 import type { S3Client } from '@aws-sdk/client-s3'
@@ -31,6 +33,7 @@ import { isBlobKey } from '../../core/ids.js'
 import type { BlobStore, OpenedBlobStore } from '../blob-store.js'
 import { createS3Client } from './client.js'
 import { createS3Api } from './api.js'
+import { createS3Appends, isAppendReceipt } from './appends.js'
 import { createS3Chunks } from './chunks.js'
 import { ticketOf } from './parts.js'
 
@@ -70,6 +73,7 @@ export function openS3BlobStore (config: Extract<StorageConfig, { driver: 's3' }
 export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
   const s3 = createS3Api(opts)
   const chunks = createS3Chunks(s3)
+  const appends = createS3Appends(s3)
   const objectKey = (key: string) => {
     if (!isBlobKey(key)) throw new Error(`invalid object key ${JSON.stringify(key)}`)
     return opts.prefix + key
@@ -83,8 +87,14 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
     // async: an invalid key rejects (never throws synchronously) before any I/O
     beginChunked: async key => await chunks.begin(objectKey(key)),
     putChunk: async (key, handle, chunk) => await chunks.put(objectKey(key), handle, chunk),
-    discardChunk: async (_key, _handle, receipt) => { await chunks.discard(receipt) },
-    completeChunked: async (key, handle, receipts) => await chunks.complete(objectKey(key), handle, receipts),
+    // An appendable upload is a multipart upload like a chunked session; its receipts say which it is.
+    appendChunk: async (key, handle, input) => await appends.append(objectKey(key), handle, input),
+    discardChunk: async (_key, _handle, receipt) => { await (isAppendReceipt(receipt) ? appends.discard(receipt) : chunks.discard(receipt)) },
+    async completeChunked (key, handle, receipts) {
+      // No receipt at all (an appendable upload of 0 bytes): the chunked path stores an empty object too.
+      if (receipts.length > 0 && receipts.every(isAppendReceipt)) return await appends.complete(objectKey(key), handle, receipts)
+      return await chunks.complete(objectKey(key), handle, receipts)
+    },
 
     get: async (key, range) => await s3.get(objectKey(key), range),
     delete: async key => { await s3.delete(objectKey(key)) },
