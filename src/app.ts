@@ -4,7 +4,7 @@
  *
  *   version header → error handler → lifecycle → CORS (optional) → early answers (100-continue, declared sizes) → stall guard (no-byte and minimum-rate cuts) → OpenAPI →
  *   stores (BlobStore + state) → observability (metrics, request logs) → overload (slots, load shedding) → rate limits → auth →
- *   services (files, sessions, sweeper, quota) → routes (health, [multipart parser → upload, chunked upload], download, delete,
+ *   services (files, sessions, sweeper, quota) → routes (health, [multipart parser → upload, chunked upload], tus, download, delete,
  *   limits, keys API, the CLI file, web page)
  *
  * Hooks that run on every request are callback-style (`done`), not async: an async hook costs a
@@ -37,6 +37,7 @@ import downloadRoutes from './routes/download.js'
 import healthRoutes from './routes/health.js'
 import keyRoutes from './routes/keys.js'
 import limitsRoutes from './routes/limits.js'
+import tusRoutes from './routes/tus.js'
 import uploadRoutes from './routes/upload.js'
 import webRoutes from './routes/web.js'
 
@@ -92,6 +93,7 @@ async function registerPlugins (app: FastifyInstance, config: Config, overrides:
   })
   // Any other route ignores a multipart body, as it did when the parser was the whole app's.
   app.addContentTypeParser('multipart/form-data', (_req, _payload, done) => { done(null) })
+  await app.register(tusRoutes, { config })
   await app.register(downloadRoutes)
   await app.register(deleteRoutes)
   await app.register(limitsRoutes, { config })

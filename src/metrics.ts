@@ -26,7 +26,7 @@ export interface Metrics {
    * store) or dropped (given up: queue full or shutting down); `pending` is the queue's length after.
    */
   claimRefund (event: 'queued' | 'refunded' | 'dropped', pending: number): void
-  session (event: 'opened' | 'completed'): void
+  session (event: 'opened' | 'completed' | 'terminated'): void
   /**
    * How a completed session's SHA-256 was had: bytes `folded` as the chunks arrived
    * (services/prefix-digest.ts), bytes `read` back at completion, bytes hashed by the driver

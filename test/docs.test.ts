@@ -55,7 +55,7 @@ t.test('the README is the front door: first screen, contents, summaries, securit
   t.match(firstScreen, 'npm ci && npm start', 'the command that runs the service')
   t.match(firstScreen, 'npm ci && npm test', 'the command that runs the tests')
   const sections = [...readme.matchAll(/^## (.*)$/gm)].map(m => m[1])
-  t.same(sections, ['Contents', 'Using it', 'The web page', 'CLI', 'API', 'Security and abuse'])
+  t.same(sections, ['Contents', 'Using it', 'The web page', 'CLI', 'Using an existing tus client', 'API', 'Security and abuse'])
   for (const page of ['api', 'errors', 'configuration', 'architecture', 'scaling', 'operations', 'load-balancers', 'crashes', 'tests', 'performance', 'cli', 'web']) {
     t.match(readme, `(docs/${page}.md)`, `the contents link docs/${page}.md`)
   }

@@ -80,6 +80,20 @@ export interface UploadSession {
    * place, at its offset (fs), so completion copies nothing. Absent: chunks of any size.
    */
   chunkSize?: number
+  /**
+   * Present on an upload opened through a resumable-upload protocol (tus, routes/tus.ts): JSON of
+   * its `ResumableInfo`. Such a session has no chunk count (`totalChunks` 0): its chunks are the
+   * appends in order, 0…n−1, each stored right after the one before.
+   */
+  resumable?: string
+}
+
+/** What a resumable (tus) upload keeps beside its session (`UploadSession.resumable`, JSON). */
+export interface ResumableInfo {
+  /** Upload-Length in bytes, when declared at creation; absent while deferred (an append declares it). */
+  length?: number
+  /** The Upload-Metadata header as it was sent (HEAD answers it back). */
+  metadata?: string
 }
 
 /** What the state keeps of a received chunk. */
@@ -90,6 +104,8 @@ export interface ChunkRecord {
   sha256: string
   /** The BlobStore's receipt (opaque to the state layer: it only stores it). */
   receipt: string
+  /** A resumable upload's length (bytes), declared by this append (it was deferred at creation). */
+  declaresLength?: number
 }
 
 export interface SessionView {

@@ -10,7 +10,8 @@
  * X-Client-Key on a preflight, so it must never meet them. No credentials (cookies) are
  * involved; the key travels as a header, which is why X-Client-Key is an allowed request header.
  * The headers a client needs to verify and resume a download, and to tell the service's
- * answers from a proxy's (Dropcode-Version), are exposed to scripts.
+ * answers from a proxy's (Dropcode-Version), are exposed to scripts, and so are tus's (routes/tus.ts),
+ * so Uppy on another origin uploads.
  */
 import cors from '@fastify/cors'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
@@ -29,6 +30,10 @@ function pathPattern (url: string): RegExp {
   return new RegExp(`^${parts.join('/')}$`)
 }
 
+/** The request headers of tus (routes/tus.ts) a script may send, and the answers' it may read. */
+const TUS_REQUEST_HEADERS = ['Tus-Resumable', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Offset', 'Upload-Checksum', 'Upload-Concat', 'X-HTTP-Method-Override', 'X-Requested-With']
+const TUS_RESPONSE_HEADERS = ['Location', 'Tus-Resumable', 'Tus-Version', 'Tus-Extension', 'Tus-Max-Size', 'Tus-Checksum-Algorithm', 'Upload-Offset', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Expires', 'Upload-Concat']
+
 export default fp(async function corsPlugin (app: FastifyInstance, opts: { origins: string[] }) {
   if (opts.origins.length === 0) return
   // A preflight is routed to @fastify/cors's own OPTIONS route, not to the one it asks about,
@@ -40,15 +45,17 @@ export default fp(async function corsPlugin (app: FastifyInstance, opts: { origi
   })
   const crossOrigin = (req: FastifyRequest): boolean => {
     if (req.method !== 'OPTIONS') return req.routeOptions.config?.crossOrigin === true
+    // An OPTIONS that is no preflight asks the route itself (tus's OPTIONS: its capabilities).
+    if (req.headers['access-control-request-method'] === undefined) return false
     const path = req.url.split(/[?#]/, 1)[0]!
     return crossOriginPaths.some(p => p.test(path))
   }
   const origin = opts.origins.includes('*') ? '*' : opts.origins
   const api = {
     origin,
-    methods: ['GET', 'HEAD', 'POST', 'DELETE'],
-    allowedHeaders: ['X-Client-Key', 'Content-Type', 'Range', 'If-Range', 'X-Request-Id'],
-    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id', 'Dropcode-Version', 'Dropcode-Error', 'Dropcode-Downloads-Left', 'Dropcode-Expires'],
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'],
+    allowedHeaders: ['X-Client-Key', 'Content-Type', 'Range', 'If-Range', 'X-Request-Id', ...TUS_REQUEST_HEADERS],
+    exposedHeaders: ['Content-Disposition', 'Content-Length', 'Content-Range', 'Accept-Ranges', 'ETag', 'Repr-Digest', 'Retry-After', 'X-Request-Id', 'Dropcode-Version', 'Dropcode-Error', 'Dropcode-Downloads-Left', 'Dropcode-Expires', 'Dropcode-Code', ...TUS_RESPONSE_HEADERS],
     maxAge: 600, // s a browser may reuse a preflight answer
     credentials: false
   }

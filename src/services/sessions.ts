@@ -34,7 +34,7 @@ import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
-import { ownedBy, sessionOwner, type ChunkRecord, type SessionView, type UploadSession } from '../core/model.js'
+import { ownedBy, sessionOwner, type ChunkRecord, type ResumableInfo, type SessionView, type UploadSession } from '../core/model.js'
 import { Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, CompletedSession, SessionStore } from '../state/index.js'
@@ -42,6 +42,7 @@ import { sizeLimit, type FileService, type UploadLimits } from './files.js'
 import type { InFlight } from './in-flight.js'
 import { overLimit, whose, type ApiKey } from './keys.js'
 import { fileItem, sessionItem, type Quota } from './quota.js'
+import { createAppends, progressOf } from './appends.js'
 import { checkDigest, type Pending } from './pending.js'
 import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
 
@@ -76,6 +77,8 @@ export interface SessionSettings {
   sha256?: string | undefined
   /** Bytes in every chunk but the last (which holds at most as many); undefined: any sizes. */
   chunkSize?: number | undefined
+  /** A resumable (tus) upload: no chunk count, its chunks are appends (appends.ts). */
+  resumable?: ResumableInfo | undefined
 }
 
 /** A chunk stored but not yet recorded (pending.ts): `commit` records it, `abort` forgets it. */
@@ -322,11 +325,15 @@ export function createSessionService (opts: SessionServiceOptions) {
     return hash.digest('hex')
   }
 
-  return {
+  const service = {
     /** Opens a session for `key` (see services/keys.ts). */
     async start (settings: SessionSettings, key: ApiKey): Promise<string> {
       const keyId = key.name
       const { maxFileSize, maxOpenSessions } = key.limits
+      const length = settings.resumable?.length
+      if (length !== undefined && length > maxFileSize) {
+        throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `Upload-Length ${length} is more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
+      }
       if (settings.chunkSize !== undefined && (settings.totalChunks - 1) * settings.chunkSize > maxFileSize) {
         throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `${settings.totalChunks} chunks of ${settings.chunkSize} bytes add up to more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
       }
@@ -339,7 +346,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       try {
         // Indexed for cleanup (owned by the session) before storage is touched.
         await cleanup.schedule(blobKey, at + ttl + opts.graceMs, sessionOwner(id))
-        const handle = await blobs.beginChunked(blobKey, { chunkSize: settings.chunkSize })
+        const handle = await blobs.beginChunked(blobKey, { chunkSize: settings.chunkSize, append: settings.resumable !== undefined })
         await sessions.create({
           id,
           blobKey,
@@ -351,7 +358,8 @@ export function createSessionService (opts: SessionServiceOptions) {
           createdAt: at,
           sha256: settings.sha256 ?? '',
           keyId,
-          ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {})
+          ...(settings.chunkSize !== undefined ? { chunkSize: settings.chunkSize } : {}),
+          ...(settings.resumable !== undefined ? { resumable: JSON.stringify(settings.resumable) } : {})
         }, at, ttl)
       } catch (err) {
         // Else the place stays taken until the session would have expired.
@@ -410,8 +418,14 @@ export function createSessionService (opts: SessionServiceOptions) {
       const lease = keepCompletion(id, token)
       let assembled = false
       try {
+        // A resumable upload's chunks are its appends, 0…n−1 (appends.ts), and must add up to its length.
+        const count = session.resumable !== undefined ? chunks.size : session.totalChunks
+        if (session.resumable !== undefined) {
+          const { offset, length } = progressOf({ session, chunks })
+          if (offset !== length) throw new DropcodeError('DROPCODE_CHUNKS_MISSING', `The upload holds ${offset} of its ${length ?? 'undeclared'} bytes.`)
+        }
         const missing: number[] = []
-        for (let i = 0; i < session.totalChunks; i++) if (!chunks.has(i)) missing.push(i)
+        for (let i = 0; i < count; i++) if (!chunks.has(i)) missing.push(i)
         if (missing.length > 0) {
           throw new DropcodeError('DROPCODE_CHUNKS_MISSING', `${missing.length} of ${session.totalChunks} chunks are missing; send them and complete again.`, {
             missing_chunks: missing,
@@ -419,7 +433,7 @@ export function createSessionService (opts: SessionServiceOptions) {
             total_chunks: session.totalChunks
           })
         }
-        const ordered = [...Array(session.totalChunks).keys()].map(i => chunks.get(i)!)
+        const ordered = [...Array(count).keys()].map(i => chunks.get(i)!)
         const size = ordered.reduce((n, c) => n + c.size, 0)
         if (size > maxFileSize) throw overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The chunks add up to more than ${whose(key, 'maxFileSize')}'s file limit of ${maxFileSize} bytes.`)
         // Taken before assembling: the chunks read back into it are gone once assembled.
@@ -459,6 +473,33 @@ export function createSessionService (opts: SessionServiceOptions) {
       } finally {
         lease.stop()
       }
+    }
+  }
+
+  const appends = createAppends({ blobs, sessions, prefixes, now, ttl, lockMs, keepLock, discard, complete: async (id, key) => await service.complete(id, key) })
+  return {
+    ...service,
+    /** Where a resumable upload stands (appends.ts). */
+    progress: appends.progress,
+    /** Appends to a resumable upload, completing it at its length (appends.ts). */
+    append: (...args: Parameters<typeof appends.append>) => opts.inFlight.track(appends.append(...args)),
+
+    /**
+     * Ends a resumable upload that has not completed (tus termination): its session, its storage
+     * and its bytes in the key's quota go. An append under way then finds it gone and keeps nothing.
+     */
+    async terminate (id: string, key: ApiKey): Promise<void> {
+      const view = await sessions.get(id, now())
+      if (view === null || view.session.resumable === undefined || !ownedBy(view.session, key.name)) {
+        throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND', 'No such upload in progress: it expired, was terminated, or completed (delete a completed file by its code).')
+      }
+      await sessions.remove(id)
+      prefixes.forget(id)
+      await opts.quota.drop(key.name, sessionItem(id))
+      // What an append still under way writes after this is removed by the sweeper (the object
+      // key stays in the cleanup index until the session's expiry).
+      await blobs.purge(view.session.blobKey)
+      opts.metrics.session('terminated')
     }
   }
 }

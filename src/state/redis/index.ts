@@ -218,6 +218,7 @@ export function createRedisBackend ({ client, prefix: p }: RedisBackendOptions):
       if (session.layout !== undefined) flat.push('layout', session.layout)
       if (session.chunkSize !== undefined) flat.push('chunkSize', String(session.chunkSize))
       if (session.keyId !== undefined) flat.push('keyId', session.keyId)
+      if (session.resumable !== undefined) flat.push('resumable', session.resumable)
       flat.push('state', 'open', 'bytes', '0', 'until', String(now + ttlMs))
       await guard(() => r.dcSessionCreate(sessionKeys(session.id)[0], now + ttlMs, ...flat))
     },

@@ -52,6 +52,16 @@ export function sessionStoreContract (t: Test, open: OpenBackend) {
     t.equal(await sessions.get('nope-nope-nope-nope-xx', now), null)
   })
 
+  t.test('sessions: a resumable (tus) upload keeps its settings and the length an append declares', async t => {
+    const { sessions } = await open(t)
+    const s = sessionRecord(now, { totalChunks: 0, resumable: JSON.stringify({ metadata: 'filename YS5iaW4=' }) })
+    await sessions.create(s, now, TTL)
+    t.same((await sessions.get(s.id, now))!.session, s, 'the resumable settings read back as written')
+    const declaring: ChunkRecord = { ...chunk(10, 'd'), declaresLength: 25 }
+    t.equal((await put(sessions, s.id, 0, declaring)).ok, true)
+    t.same((await sessions.get(s.id, now))!.chunks.get(0), declaring, 'and an append\'s declared length with its record')
+  })
+
   t.test('sessions: commit returns the replaced record and the running byte total', async t => {
     const { sessions } = await open(t)
     const s = sessionRecord(now)

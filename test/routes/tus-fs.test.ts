@@ -1,0 +1,4 @@
+import t from 'tap'
+import { tusSuite } from './tus.js'
+
+tusSuite(t, 'fs+local', {})
