@@ -60,6 +60,16 @@ export interface BlobStore {
    */
   appendChunk (key: string, handle: string, input: AppendInput): Promise<{ receipt: ChunkReceipt, cut?: unknown }>
 
+  /**
+   * Builds the object `key` as the concatenation of the whole objects `sources` (in order; each
+   * with its size in bytes), into the chunked upload `handle` opened for `key` (tus
+   * concatenation: the final upload of its partial uploads). The sources stay. Resolves with the
+   * object's size and, when the bytes passed through the service on the way, their SHA-256.
+   * S3 copies inside the bucket (UploadPartCopy) when every source but the last holds at least a
+   * part's minimum (5 MiB); otherwise, and on fs, the bytes are streamed through once and hashed.
+   */
+  concatenate (key: string, handle: string, sources: Array<{ key: string, size: number }>): Promise<{ size: number, sha256?: string }>
+
   /** Frees a chunk that a retry replaced, or an append receipt the service did not record. */
   discardChunk (key: string, handle: string, receipt: ChunkReceipt): Promise<void>
 

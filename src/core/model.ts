@@ -94,6 +94,10 @@ export interface ResumableInfo {
   length?: number
   /** The Upload-Metadata header as it was sent (HEAD answers it back). */
   metadata?: string
+  /** A partial upload (tus concatenation): never published by itself, only as part of a final one. */
+  partial?: boolean
+  /** A final upload (tus concatenation): the ids of its partial uploads, in order. */
+  final?: string[]
 }
 
 /** What the state keeps of a received chunk. */

@@ -59,3 +59,21 @@ export function parseChecksum (req: FastifyRequest): { algorithm: string, digest
 /** Whether the request carries an append's body (creation-with-upload, PATCH). */
 export const isOffsetStream = (req: FastifyRequest) =>
   (header(req, 'content-type') ?? '').split(';', 1)[0]!.trim().toLowerCase() === 'application/offset+octet-stream'
+
+const UPLOAD_ID = /^[A-Za-z0-9_-]{22}$/
+
+/**
+ * Upload-Concat: `partial`, or `final;URL URL …` (absolute URLs or paths of this service's
+ * uploads; their last segment is the id), undefined when absent.
+ */
+export function parseConcat (req: FastifyRequest): 'partial' | string[] | undefined {
+  const value = header(req, 'upload-concat')?.trim()
+  if (value === undefined) return undefined
+  if (value === 'partial') return 'partial'
+  const match = /^final;(.+)$/.exec(value)
+  const ids = match?.[1]!.trim().split(/ +/).map(url => url.replace(/\/+$/, '').split('/').pop() ?? '')
+  if (ids === undefined || ids.length === 0 || !ids.every(id => UPLOAD_ID.test(id))) {
+    throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Header Upload-Concat must be "partial", or "final;" and the URLs of the partial uploads, separated by spaces.')
+  }
+  return ids
+}

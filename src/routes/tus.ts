@@ -3,7 +3,8 @@
  * already use (tus-js-client, Uppy, TUSKit, tuspy, …) upload to dropcode unchanged. Extensions:
  * creation, creation-with-upload, creation-defer-length, termination, expiration (an upload
  * lives SESSION_TTL_SECONDS after its last append: Upload-Expires), checksum (sha1, sha256, md5;
- * 460 keeps nothing of that append).
+ * 460 keeps nothing of that append), concatenation (parallel uploads: partial uploads fill on
+ * any instances at once, the final one completes at its creation: services/concatenation.ts).
  *
  * An upload is a chunked session without a chunk count (services/appends.ts): it answers only the
  * key that created it (X-Client-Key, as everywhere), counts toward its open sessions and quota,
@@ -21,12 +22,12 @@ import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
 import { parseFields } from '../http/form-fields.js'
 import { admitBody, declaredLength } from '../http/multipart-form.js'
-import { CHECKSUM_ALGORITHMS, integerHeader, isOffsetStream, parseChecksum, parseMetadata, TUS_VERSION } from '../http/tus-headers.js'
+import { CHECKSUM_ALGORITHMS, integerHeader, isOffsetStream, parseChecksum, parseConcat, parseMetadata, TUS_VERSION } from '../http/tus-headers.js'
 import type { UploadProgress } from '../services/appends.js'
 import { fileSettings, reserveRoom } from './key-limits.js'
 import { errorResponses, uploadFields } from './schemas.js'
 
-const EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum'
+const EXTENSIONS = 'creation,creation-with-upload,creation-defer-length,termination,expiration,checksum,concatenation'
 const UploadParams = Type.Object({ id: Type.String({ pattern: '^[A-Za-z0-9_-]{22}$', description: 'The upload\'s id (the last segment of its Location).' }) })
 
 const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'sessionTtlMs'> }> = async (app, { config }) => {
@@ -97,6 +98,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
     progressHeaders(reply, p)
     if (p.length === undefined) reply.header('upload-defer-length', '1')
     if (p.metadata !== undefined) reply.header('upload-metadata', p.metadata)
+    if (p.partial === true) reply.header('upload-concat', 'partial')
     reply.header('cache-control', 'no-store')
     return await reply.code(200).send()
   }
@@ -128,20 +130,32 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
   }, async (req, reply) => {
     const length = integerHeader(req, 'Upload-Length')
     const deferred = req.headers['upload-defer-length']
-    if (length === undefined && deferred !== '1') throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send Upload-Length, or Upload-Defer-Length: 1.')
-    if (length !== undefined && deferred !== undefined) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Send Upload-Length or Upload-Defer-Length, not both.')
+    const concat = parseConcat(req)
     const rawMetadata = req.headers['upload-metadata'] as string | undefined
     const metadata = parseMetadata(rawMetadata)
     const fields = parseFields(MetadataFields, { max_downloads: metadata.max_downloads, expiry_hours: metadata.expiry_hours, sha256: metadata.sha256 })
     const { maxDownloads, expiryHours } = fileSettings(req, { maxDownloads: fields.max_downloads, expiryHours: fields.expiry_hours })
-    const filename = metadata.filename ?? metadata.name
+    const given = metadata.filename ?? metadata.name
+    const filename = given !== undefined && given.trim() !== '' ? given : 'upload'
+    const sha256 = fields.sha256?.toLowerCase()
+    if (concat !== undefined && concat !== 'partial') {
+      // The final upload: its length is its partials', and it completes now.
+      if (length !== undefined || deferred !== undefined) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'A final upload (Upload-Concat: final;…) takes its length from its partial uploads: send no Upload-Length.')
+      const final = await app.sessions.concatenate(concat, req.apiKey!, { filename, maxDownloads, expiryHours, sha256, metadata: rawMetadata })
+      reply.header('location', `/files/${final.id}`)
+      progressHeaders(reply, { offset: final.completed.size, length: final.completed.size, metadata: rawMetadata, completed: final.completed })
+      req.log.info({ size: final.completed.size, partials: concat.length }, 'file uploaded (tus concatenation)')
+      return await (reply as FastifyReply).code(201).send()
+    }
+    if (length === undefined && deferred !== '1') throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send Upload-Length, or Upload-Defer-Length: 1.')
+    if (length !== undefined && deferred !== undefined) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Send Upload-Length or Upload-Defer-Length, not both.')
     const id = await app.sessions.start({
-      filename: filename !== undefined && filename.trim() !== '' ? filename : 'upload',
+      filename,
       totalChunks: 0,
       maxDownloads,
       expiryHours,
-      sha256: fields.sha256?.toLowerCase(),
-      resumable: { ...(length !== undefined ? { length } : {}), ...(rawMetadata !== undefined ? { metadata: rawMetadata } : {}) }
+      sha256,
+      resumable: { ...(length !== undefined ? { length } : {}), ...(rawMetadata !== undefined ? { metadata: rawMetadata } : {}), ...(concat === 'partial' ? { partial: true } : {}) }
     }, req.apiKey!)
     reply.header('location', `/files/${id}`)
     if (isOffsetStream(req) && declaredLength(req) !== 0) {

@@ -49,6 +49,8 @@ export interface UploadProgress {
   metadata: string | undefined
   /** The published file, once the upload reached its length. */
   completed?: CompletedFile | undefined
+  /** A partial upload of a later concatenation (never published by itself). */
+  partial?: boolean
 }
 
 export interface AppendContext {
@@ -77,7 +79,7 @@ export function progressOf ({ session, chunks }: SessionView): UploadProgress & 
     offset += c.size
     length ??= c.declaresLength
   }
-  return { offset, length, metadata: info.metadata, count: chunks.size, last: chunks.get(chunks.size - 1) }
+  return { offset, length, metadata: info.metadata, partial: info.partial === true, count: chunks.size, last: chunks.get(chunks.size - 1) }
 }
 
 /** 409: the client's offset is not the upload's (the body adds it; the route sends it as Upload-Offset). */
@@ -160,8 +162,9 @@ export function createAppends (ctx: AppendContext) {
           // (The client is gone, or going: this answer is for the log.)
           throw new DropcodeError('DROPCODE_BAD_REQUEST', `The request ended before its body did; the ${offset} bytes stored are kept: resume from there.`, { offset }, { cause: stored.cut })
         }
-        const progress = { offset, length, metadata: before.metadata }
-        if (length !== undefined && offset === length) return { ...progress, completed: await ctx.complete(id, key) }
+        const progress = { offset, length, metadata: before.metadata, partial: before.partial }
+        // A partial upload waits for its final one (concatenation.ts).
+        if (length !== undefined && offset === length && !before.partial) return { ...progress, completed: await ctx.complete(id, key) }
         return progress
       } finally {
         await hold?.release()

@@ -105,8 +105,8 @@ export function createQuota (opts: QuotaOptions) {
     },
 
     /** Moves a session's bytes to the file it became. */
-    async move (name: string, from: string, to: string, bytes: number, until: number): Promise<void> {
-      await keys.account(name, { drop: [from], add: { item: to, bytes, until } }, now()).catch(warn('move a session\'s bytes to its file'))
+    async move (name: string, from: string | string[], to: string, bytes: number, until: number): Promise<void> {
+      await keys.account(name, { drop: typeof from === 'string' ? [from] : from, add: { item: to, bytes, until } }, now()).catch(warn('move a session\'s bytes to its file'))
     },
 
     /** Item `item` of `name` is gone (a session removed): its bytes return. */

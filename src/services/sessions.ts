@@ -43,6 +43,7 @@ import type { InFlight } from './in-flight.js'
 import { overLimit, whose, type ApiKey } from './keys.js'
 import { fileItem, sessionItem, type Quota } from './quota.js'
 import { createAppends, progressOf } from './appends.js'
+import { createConcatenation } from './concatenation.js'
 import { checkDigest, type Pending } from './pending.js'
 import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
 
@@ -477,12 +478,29 @@ export function createSessionService (opts: SessionServiceOptions) {
   }
 
   const appends = createAppends({ blobs, sessions, prefixes, now, ttl, lockMs, keepLock, discard, complete: async (id, key) => await service.complete(id, key) })
+  const concatenation = createConcatenation({
+    blobs,
+    sessions,
+    files,
+    quota: opts.quota,
+    log,
+    now,
+    ttl,
+    lockMs,
+    keepCompletion,
+    assemble,
+    digest: async (blobKey, fromDriver, size) => await digestOf(blobKey, fromDriver, [], size, undefined),
+    start: async (settings, key) => await service.start(settings, key)
+  })
   return {
     ...service,
     /** Where a resumable upload stands (appends.ts). */
     progress: appends.progress,
     /** Appends to a resumable upload, completing it at its length (appends.ts). */
     append: (...args: Parameters<typeof appends.append>) => opts.inFlight.track(appends.append(...args)),
+
+    /** Creates a final upload of partial ones and completes it (concatenation.ts). */
+    concatenate: (...args: Parameters<typeof concatenation.concatenate>) => opts.inFlight.track(concatenation.concatenate(...args)),
 
     /**
      * Ends a resumable upload that has not completed (tus termination): its session, its storage

@@ -69,3 +69,17 @@ t.test('tus-js-client resumes an upload it aborted midway from the offset the se
   t.ok(resentFrom > offset, 'the client resumed after the stored bytes, not from the start')
   t.equal(sha256Of((await download(url, second.code)).data), sha256Of(data))
 })
+
+t.test('tus-js-client with parallelUploads: 4 uploads through concatenation; the code comes back on the final', async t => {
+  const { url } = await startApp(t, loadConfig(testEnv(t, 'fs+local', {})))
+  const data = bytes(6 * MiB + 3, 23)
+  const done = await run(data, {
+    endpoint: `${url}/files/`,
+    headers: { 'X-Client-Key': API_KEY },
+    metadata: { filename: 'parallel.bin' },
+    parallelUploads: 4
+  })
+  if (!('code' in done)) throw new Error('aborted')
+  t.match(done.code, /^[A-Za-z0-9]{6}$/)
+  t.equal(sha256Of((await download(url, done.code)).data), sha256Of(data), 'byte for byte')
+})

@@ -9,7 +9,7 @@ import net from 'node:net'
 import type { Test } from 'tap'
 import { loadConfig } from '../../src/config.js'
 import { API_KEY, eventually, startApp, testEnv, type Backends, type DriverPair } from '../helpers/app.js'
-import { listStored } from '../helpers/storage.js'
+import { describeStored, listStored } from '../helpers/storage.js'
 import { bytes, sha256Of } from '../helpers/streams.js'
 
 const MiB = 1024 * 1024
@@ -65,7 +65,7 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal(res.headers.get('tus-version'), '1.0.0')
     t.equal(res.headers.get('tus-resumable'), '1.0.0')
     t.equal(res.headers.get('tus-max-size'), String(64 * MiB), 'Tus-Max-Size is MAX_FILE_SIZE')
-    t.same(res.headers.get('tus-extension')?.split(','), ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum'])
+    t.same(res.headers.get('tus-extension')?.split(','), ['creation', 'creation-with-upload', 'creation-defer-length', 'termination', 'expiration', 'checksum', 'concatenation'])
     t.same(res.headers.get('tus-checksum-algorithm')?.split(','), ['sha1', 'sha256', 'md5'])
     for (const version of [undefined, '0.2.2']) {
       const bad = await fetch(`${url}/files/`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'upload-length': '1', ...(version !== undefined ? { 'tus-resumable': version } : {}) } })
@@ -236,6 +236,70 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
     const got = await download(b.url, last.res.headers.get('dropcode-code')!)
     t.equal(got.data.length, data.length)
     t.equal(sha256Of(got.data), sha256Of(data), 'byte for byte what was sent, across two cuts and two instances')
+  })
+
+  t.test('tus: concatenation: partial uploads fill in parallel on two instances, in any order; the final completes at its creation with the code', async t => {
+    const env = testEnv(t, pair, backends, { MAX_FILE_SIZE: String(64 * MiB) })
+    const a = await startApp(t, loadConfig(env))
+    const b = await startApp(t, loadConfig(env))
+    // Partials of 6, 6 and 1 MiB (S3: copied inside the bucket), then 6, 1 and 6 MiB (a short
+    // partial in the middle cannot be an S3 part: streamed through once).
+    for (const sizes of [[6 * MiB, 6 * MiB, MiB + 5], [6 * MiB, MiB, 6 * MiB]]) {
+      const data = bytes(sizes.reduce((n, x) => n + x, 0), sizes[1]!)
+      const parts: Buffer[] = []
+      for (let at = 0, i = 0; i < sizes.length; at += sizes[i]!, i++) parts.push(data.subarray(at, at + sizes[i]!))
+      const locations: string[] = []
+      for (const part of parts) {
+        const created = await create(a.url, { 'upload-length': String(part.length), 'upload-concat': 'partial' })
+        t.equal(created.status, 201)
+        locations.push(created.headers.get('location')!)
+      }
+      t.equal((await head(b.url, locations[0]!)).headers.get('upload-concat'), 'partial')
+      // In reverse order, alternating instances, all at once, each in two appends.
+      await Promise.all([...parts.keys()].reverse().map(async i => {
+        const [first, second] = i % 2 === 0 ? [a, b] : [b, a]
+        const half = Math.floor(parts[i]!.length / 2)
+        t.equal((await patch(first.url, locations[i]!, 0, parts[i]!.subarray(0, half))).res.status, 204)
+        const done = await patch(second.url, locations[i]!, half, parts[i]!.subarray(half))
+        t.equal(done.res.status, 204)
+        t.equal(done.res.headers.get('dropcode-code'), null, 'a partial upload is never published by itself')
+      }))
+      const final = await create(b.url, { 'upload-concat': `final;${locations[0]!} ${a.url}${locations[1]!} ${locations[2]!}`, 'upload-metadata': metadata({ filename: 'joined.bin' }) })
+      t.equal(final.status, 201)
+      const code = final.headers.get('dropcode-code')
+      t.match(code, /^[A-Za-z0-9]{6}$/, 'the final upload answers the code at its creation')
+      t.equal(final.headers.get('upload-offset'), String(data.length))
+      t.match(final.headers.get('location'), /^\/files\/[A-Za-z0-9_-]{22}$/)
+      t.equal((await head(a.url, final.headers.get('location')!)).headers.get('dropcode-code'), code, 'HEAD of the final answers it')
+      t.equal((await head(a.url, locations[1]!)).headers.get('dropcode-code'), code, 'and so does HEAD of a partial')
+      const got = await download(a.url, code!)
+      t.equal(sha256Of(got.data), sha256Of(data), `byte for byte (${sizes.join(' + ')} bytes)`)
+      t.match(got.disposition, /joined\.bin/)
+      const again = await create(a.url, { 'upload-concat': `final;${locations.join(' ')}` })
+      t.equal(again.status, 400, 'partials used by a final cannot be used again')
+    }
+    // What is left: at most the two files (kept for a cut download's resume window), whole.
+    const left = (await listStored(a.config)).map(item => describeStored(a.config, item))
+    t.ok(left.length <= 2 && left.every(item => item.kind === 'object'), `the partials' storage is gone: ${JSON.stringify(left)}`)
+  })
+
+  t.test('tus: concatenation refusals: an unfinished partial, an upload that is not partial, a length on the final', async t => {
+    const { url } = await start(t)
+    const partial = (await create(url, { 'upload-length': '100', 'upload-concat': 'partial' })).headers.get('location')!
+    await patch(url, partial, 0, bytes(50, 1))
+    const unfinished = await fetch(`${url}/files/`, { method: 'POST', headers: { ...TUS, 'upload-concat': `final;${partial}` } })
+    t.equal(unfinished.status, 400)
+    t.match(await unfinished.json(), { code: 'DROPCODE_INVALID_FIELD', error: /holds 50 of its 100 bytes/ })
+    await patch(url, partial, 50, bytes(50, 2))
+    const plain = (await create(url, { 'upload-length': '10' })).headers.get('location')!
+    await patch(url, plain, 0, bytes(5, 1))
+    const notPartial = await fetch(`${url}/files/`, { method: 'POST', headers: { ...TUS, 'upload-concat': `final;${partial} ${plain}` } })
+    t.equal(notPartial.status, 400)
+    t.match(await notPartial.json(), { error: /not created with Upload-Concat: partial/ })
+    t.equal((await create(url, { 'upload-concat': `final;${partial}`, 'upload-length': '100' })).status, 400)
+    t.equal((await create(url, { 'upload-concat': 'final;' })).status, 400)
+    const ok = await create(url, { 'upload-concat': `final;${partial}` })
+    t.equal(ok.status, 201, 'the refusals left the finished partial usable')
   })
 
   t.test('tus: a second append while one streams is 423 with Retry-After', async t => {

@@ -34,6 +34,7 @@ import type { BlobStore, OpenedBlobStore } from '../blob-store.js'
 import { createS3Client } from './client.js'
 import { createS3Api } from './api.js'
 import { createS3Appends, isAppendReceipt } from './appends.js'
+import { concatenateObjects } from './concatenate.js'
 import { createS3Chunks } from './chunks.js'
 import { ticketOf } from './parts.js'
 
@@ -95,6 +96,8 @@ export function createS3BlobStore (opts: S3BlobStoreOptions): BlobStore {
       if (receipts.length > 0 && receipts.every(isAppendReceipt)) return await appends.complete(objectKey(key), handle, receipts)
       return await chunks.complete(objectKey(key), handle, receipts)
     },
+
+    concatenate: async (key, handle, sources) => await concatenateObjects(s3, objectKey(key), handle, sources.map(s => ({ object: objectKey(s.key), size: s.size }))),
 
     get: async (key, range) => await s3.get(objectKey(key), range),
     delete: async key => { await s3.delete(objectKey(key)) },
