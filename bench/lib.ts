@@ -59,6 +59,8 @@ export interface Ratio {
   kind: 'min' | 'max'
   unit?: string
   met: boolean
+  /** Why it could not be measured in this run (value NaN; reported as such, not as missed). */
+  unmeasured?: string
 }
 
 export function ratio (workload: string, name: string, ours: Stat, theirs: Stat, bar: number): Ratio {

@@ -12,7 +12,7 @@ const ROOT = path.resolve(import.meta.dirname, '..')
 
 const PACKAGES = [
   'fastify', '@fastify/multipart', '@aws-sdk/client-s3', '@aws-sdk/lib-storage', 'ioredis', 'lmdb',
-  'autocannon', '@tus/server', '@tus/file-store', 'tus-js-client'
+  'autocannon', '@tus/server', '@tus/file-store', '@tus/s3-store', 'tus-js-client'
 ]
 
 function packageVersion (name: string): string {
@@ -64,14 +64,15 @@ const num = (n: number) => !Number.isFinite(n) ? 'n/a' : Math.abs(n) >= 100 ? n.
 function rowLine (r: Row): string {
   const { median, min, max, samples } = r.stat
   const range = samples.length > 1 ? `${num(min)}–${num(max)}` : ''
-  return `| ${r.workload} | ${r.name} | ${num(median)} ${r.unit} | ${range} | ${r.note ?? ''} |`
+  const value = Number.isFinite(median) ? `${num(median)} ${r.unit}` : 'n/a'
+  return `| ${r.workload} | ${r.name} | ${value} | ${range} | ${r.note ?? ''} |`
 }
 
 function ratioLine (q: Ratio): string {
-  const value = q.kind === 'min' ? q.value.toFixed(2) : `${num(q.value)} ${q.unit ?? ''}`.trim()
+  const value = !Number.isFinite(q.value) ? 'n/a' : q.kind === 'min' ? q.value.toFixed(2) : `${num(q.value)} ${q.unit ?? ''}`.trim()
   const range = q.range !== undefined ? `${q.range[0].toFixed(2)}–${q.range[1].toFixed(2)}` : ''
   const bar = q.kind === 'min' ? `≥ ${q.bar.toFixed(2)}` : `< ${q.bar} ${q.unit ?? ''}`.trim()
-  return `| ${q.workload} | ${q.name} | ${value} | ${range} | ${bar} | ${q.met ? 'met' : '**missed**'} |`
+  return `| ${q.workload} | ${q.name} | ${value} | ${range} | ${bar} | ${q.unmeasured !== undefined ? `not measured: ${q.unmeasured}` : q.met ? 'met' : '**missed**'} |`
 }
 
 export function table (ctx: Context, extra: string[]): string {

@@ -106,7 +106,9 @@ try {
   if (only.has('memory')) await step('3 memory', () => benchMemory(ctx, drivers))
   if (only.has('chunked') && drivers.includes('s3')) await step('4 chunked upload', () => benchChunked(ctx))
   if (only.has('small')) await step('5 small requests', () => benchSmall(ctx, drivers))
-  if (only.has('tus') && drivers.includes('fs')) await step('6 tus', () => benchTus(ctx))
+  for (const driver of drivers) {
+    if (only.has('tus')) await step(`6 tus, ${driver}`, () => benchTus(ctx, driver))
+  }
   for (const driver of drivers) {
     if (only.has('cli')) await step(`8 cli vs curl, ${driver}`, () => benchCli(ctx, driver))
   }

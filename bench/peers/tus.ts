@@ -1,5 +1,5 @@
 /**
- * The peer: the tus reference server for Node (@tus/server with @tus/file-store) storing in DIR,
+ * The peer on fs: the tus reference server for Node (@tus/server with @tus/file-store) storing in DIR,
  * its own process; prints `listening http://127.0.0.1:PORT` (uploads under /files/).
  * GET /files/ID answers the stored upload (@tus/server's own download handler).
  *   node --import=tsx bench/peers/tus.ts DIR
