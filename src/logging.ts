@@ -54,7 +54,7 @@ export type LogDestination = pino.DestinationStream
  * later without its words here shows them masked, which is safe (a test lists the routes).
  */
 export const PATH_WORDS = new Set(['', 'd', 'download', 'delete', 'upload', 'start', 'chunk', 'verify', 'complete',
-  'limits', 'healthz', 'readyz', 'metrics', 'openapi.json', 'assets', 'admin', 'keys', 'rotate', 'cli', 'dropcode.mjs', 'key'])
+  'limits', 'healthz', 'readyz', 'metrics', 'openapi.json', 'assets', 'admin', 'keys', 'rotate', 'cli', 'dropcode.mjs', 'key', 'files'])
 /** Query parameter names shown as they are (values never are): the interface's field names. */
 const QUERY_NAMES = new Set(['code', 'upload_id', 'chunk_index', 'total_chunks', 'filename', 'max_downloads', 'expiry_hours', 'sha256', 'chunk_sha256'])
 
