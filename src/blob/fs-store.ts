@@ -18,6 +18,8 @@
  * resumes after them. An append that is not recorded (it failed, or the service discarded it)
  * leaves bytes past the recorded total that the next append overwrites, or completion's
  * truncation drops; `previous` needs nothing from the file, so it stays valid.
+ * A tus concatenation (`concatenate`) streams its sources, whole objects, in order into
+ * `{key}.part`, hashing them, and renames it into place.
  * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
  * reader closes it.
  */

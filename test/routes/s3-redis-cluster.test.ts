@@ -4,6 +4,7 @@ import { startS3 } from '../helpers/s3.js'
 import { chunkedSuite } from './chunked.js'
 import { integritySuite } from './integrity.js'
 import { singleFileSuite } from './single-file.js'
+import { tusSuite } from './tus.js'
 
 // The route suites of s3-redis.test.ts with the state on a real 3-master Redis Cluster.
 const [redisCluster, s3] = await Promise.all([startRedisCluster(), startS3()])
@@ -12,3 +13,4 @@ t.comment(`S3 endpoint: ${s3.kind}; Redis Cluster masters ${redisCluster.nodes}`
 singleFileSuite(t, 's3+redis', { redisSetup: redisCluster, s3 })
 chunkedSuite(t, 's3+redis', { redisSetup: redisCluster, s3 })
 integritySuite(t, 's3+redis', { redisSetup: redisCluster, s3 })
+tusSuite(t, 's3+redis', { redisSetup: redisCluster, s3 })
