@@ -49,6 +49,11 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
   const common = { tags: ['tus'], security: [{ apiKey: [] }] }
   const guards: onRequestAsyncHookHandler[] = [app.keyGuard, app.rateLimits.uploads]
   const bodyGuards = [reserveRoom(app, key => key.limits.maxFileSize), app.transferSlots.upload]
+  // A file is one upload for the key's uploads_per_minute: its partial uploads (parallel ones)
+  // are not counted, its final one is.
+  const newUpload: onRequestAsyncHookHandler = async function newUpload (req, reply) {
+    if (req.headers['upload-concat'] !== 'partial') await app.rateLimits.newUploads.call(this, req, reply)
+  }
   const expires = () => new Date(Date.now() + config.sessionTtlMs).toUTCString()
 
   /** The headers of where an upload stands (HEAD, and the answers of appends). */
@@ -120,7 +125,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
 
   app.post('/files/', {
     config: { crossOrigin: true },
-    onRequest: [...guards, app.rateLimits.newUploads, ...bodyGuards],
+    onRequest: [...guards, newUpload, ...bodyGuards],
     schema: {
       ...common,
       summary: 'tus: create an upload (creation, creation-with-upload, creation-defer-length)',

@@ -302,6 +302,25 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal(ok.status, 201, 'the refusals left the finished partial usable')
   })
 
+  t.test('tus: a key\'s uploads_per_minute counts a file once, its partial uploads not at all', async t => {
+    const { url } = await start(t)
+    const made = await fetch(`${url}/admin/keys`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'one-a-minute', uploads_per_minute: 1 }) })
+    const { secret } = await made.json() as { secret: string }
+    const as = { 'x-client-key': secret }
+    const partials: string[] = []
+    for (let i = 0; i < 3; i++) {
+      const p = await create(url, { ...as, 'upload-length': '10', 'upload-concat': 'partial' })
+      t.equal(p.status, 201, `partial ${i}`)
+      partials.push(p.headers.get('location')!)
+      await patch(url, partials[i]!, 0, bytes(10, i), as)
+    }
+    const final = await create(url, { ...as, 'upload-concat': `final;${partials.join(' ')}` })
+    t.equal(final.status, 201, 'the final is the key\'s one upload of the minute')
+    const next = await create(url, { ...as, 'upload-length': '10' })
+    t.equal(next.status, 429, 'a second file in the minute is refused')
+    t.ok(Number(next.headers.get('retry-after')) >= 1)
+  })
+
   t.test('tus: a second append while one streams is 423 with Retry-After', async t => {
     const { url } = await start(t)
     const location = (await create(url, { 'upload-length': String(2 * MiB) })).headers.get('location')!
