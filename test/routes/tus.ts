@@ -302,6 +302,21 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal(ok.status, 201, 'the refusals left the finished partial usable')
   })
 
+  t.test('tus: an abandoned upload expires (HEAD 404) and the sweeper removes all it stored: parts, tail objects, the unfinished multipart upload', async t => {
+    const running = await start(t, { SESSION_TTL_SECONDS: '1', SWEEP_GRACE_SECONDS: '0' })
+    const { url } = running
+    const location = (await create(url, { 'upload-length': String(20 * MiB) })).headers.get('location')!
+    await patch(url, location, 0, bytes(6 * MiB, 1))
+    await patch(url, location, 6 * MiB, bytes(MiB, 2)) // S3: a tail object
+    const partial = (await create(url, { 'upload-length': String(MiB), 'upload-concat': 'partial' })).headers.get('location')!
+    await patch(url, partial, 0, bytes(MiB, 3))
+    t.not((await listStored(running.config)).length, 0, 'bytes are stored')
+    await new Promise(resolve => setTimeout(resolve, 1300))
+    t.equal((await head(url, location)).status, 404, 'expired')
+    t.same(await running.app.sweeper.sweepOnce(), { deleted: 2, failed: 0 })
+    t.same(await listStored(running.config), [], 'nothing left')
+  })
+
   t.test('tus: a key\'s uploads_per_minute counts a file once, its partial uploads not at all', async t => {
     const { url } = await start(t)
     const made = await fetch(`${url}/admin/keys`, { method: 'POST', headers: { 'x-client-key': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'one-a-minute', uploads_per_minute: 1 }) })
