@@ -31,8 +31,10 @@ function pathPattern (url: string): RegExp {
 }
 
 /** The request headers of tus (routes/tus.ts) a script may send, and the answers' it may read. */
-const TUS_REQUEST_HEADERS = ['Tus-Resumable', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Offset', 'Upload-Checksum', 'Upload-Concat', 'X-HTTP-Method-Override', 'X-Requested-With']
-const TUS_RESPONSE_HEADERS = ['Location', 'Tus-Resumable', 'Tus-Version', 'Tus-Extension', 'Tus-Max-Size', 'Tus-Checksum-Algorithm', 'Upload-Offset', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Expires', 'Upload-Concat']
+// (With the IETF resumable-upload draft's, on the same routes: Upload-Draft-Interop-Version,
+// Upload-Complete, Content-Disposition; Upload-Limit.)
+const TUS_REQUEST_HEADERS = ['Tus-Resumable', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Offset', 'Upload-Checksum', 'Upload-Concat', 'X-HTTP-Method-Override', 'X-Requested-With', 'Upload-Draft-Interop-Version', 'Upload-Complete', 'Content-Disposition']
+const TUS_RESPONSE_HEADERS = ['Location', 'Tus-Resumable', 'Tus-Version', 'Tus-Extension', 'Tus-Max-Size', 'Tus-Checksum-Algorithm', 'Upload-Offset', 'Upload-Length', 'Upload-Defer-Length', 'Upload-Metadata', 'Upload-Expires', 'Upload-Concat', 'Upload-Complete', 'Upload-Limit']
 
 export default fp(async function corsPlugin (app: FastifyInstance, opts: { origins: string[] }) {
   if (opts.origins.length === 0) return

@@ -17,6 +17,13 @@ declare module 'fastify' {
     /** Bounds of the lingering close after an early answer (http/linger.ts). */
     lingerBounds: LingerBounds
   }
+  interface FastifyRequest {
+    /**
+     * Set by a route whose protocol wants RFC 9457 problem details (the IETF resumable-upload
+     * draft on /files/): the members of the `application/problem+json` body for an error.
+     */
+    problem: ((err: DropcodeError) => Record<string, unknown>) | null
+  }
   interface FastifyContextConfig {
     /** Render errors as an HTML page instead of JSON (download routes). */
     htmlErrors?: boolean
@@ -57,6 +64,9 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   }
   // A catalogue error that says when to retry says it in the header too.
   if (typeof err.details?.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after))
+  if (req.problem !== null) {
+    return reply.code(status).type('application/problem+json').send({ ...req.problem(err), ...(status >= 500 ? { request_id: req.id } : {}) })
+  }
   return reply.code(status).send({
     error: err.message,
     code: err.code,
@@ -122,6 +132,7 @@ export function clientError (err: Error & { code?: string }, socket: import('nod
 
 export default fp(async function errorHandler (app: FastifyInstance, opts: { linger: LingerBounds }) {
   app.decorate('lingerBounds', opts.linger)
+  app.decorateRequest('problem', null)
   app.setErrorHandler(answerError)
   // A download path the router could not match (`/download/%2E%2E`, say) is an unknown code,
   // answered with the download error page.

@@ -14,6 +14,8 @@
  * a completed session). Upload-Metadata carries `filename` (or `name`, as Uppy sends it),
  * `max_downloads`, `expiry_hours` and `sha256`, checked as /upload's form fields are.
  * X-HTTP-Method-Override on a POST to an upload makes it a PATCH, HEAD or DELETE.
+ * A request with a supported `Upload-Draft-Interop-Version` speaks the IETF resumable-upload
+ * draft instead (routes/ietf-draft.ts): no Tus-Resumable, errors as problem details.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
@@ -22,8 +24,10 @@ import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
 import { parseFields } from '../http/form-fields.js'
 import { admitBody, declaredLength } from '../http/multipart-form.js'
+import { dispositionFilename, INTEROP_VERSIONS, interopVersion } from '../http/ietf-draft.js'
 import { CHECKSUM_ALGORITHMS, integerHeader, isOffsetStream, parseChecksum, parseConcat, parseMetadata, TUS_VERSION } from '../http/tus-headers.js'
-import type { UploadProgress } from '../services/appends.js'
+import type { AppendRequest, UploadProgress } from '../services/appends.js'
+import { ietfDraftHandlers } from './ietf-draft.js'
 import { fileSettings, reserveRoom } from './key-limits.js'
 import { errorResponses, uploadFields } from './schemas.js'
 
@@ -36,13 +40,20 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
   app.addContentTypeParser('*', (_req, _payload, done) => { done(null) })
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'OPTIONS') return
-    if (req.headers['tus-resumable'] !== TUS_VERSION) {
+    const draft = interopVersion(req)
+    if (typeof draft === 'number') {
+      ietf.adopt(req, reply, draft)
+      return
+    }
+    if (req.headers['tus-resumable'] !== TUS_VERSION || draft === 'unsupported') {
       reply.header('tus-version', TUS_VERSION)
-      throw new DropcodeError('DROPCODE_TUS_VERSION')
+      throw new DropcodeError('DROPCODE_TUS_VERSION', draft === 'unsupported'
+        ? `This service speaks tus 1.0.0 and the resumable-upload draft's interop versions ${INTEROP_VERSIONS.join(', ')} (Upload-Draft-Interop-Version).`
+        : undefined)
     }
   })
-  app.addHook('onSend', (_req, reply, payload, done) => {
-    reply.header('tus-resumable', TUS_VERSION)
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (req.problem === null) reply.header('tus-resumable', TUS_VERSION)
     done(null, payload)
   })
 
@@ -68,16 +79,12 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
     }
   }
 
-  /** Streams the request's body as one append at its Upload-Offset. */
-  async function append (req: FastifyRequest, reply: FastifyReply, id: string, offset: number): Promise<UploadProgress> {
+  /** Streams the request's body as one append. */
+  async function append (req: FastifyRequest, reply: FastifyReply, id: string, request: AppendRequest): Promise<UploadProgress> {
     const ticket = await admitBody(req, reply, app.files.admit)
     try {
-      const progress = await app.sessions.append(id, req.raw, req.apiKey!, {
-        offset,
-        length: integerHeader(req, 'Upload-Length'),
-        checksum: parseChecksum(req)
-      }, { maxLength: declaredLength(req), ticket, hold: req.hold ?? undefined })
-      if (progress.completed !== undefined) req.log.info({ size: progress.completed.size }, 'file uploaded (tus)')
+      const progress = await app.sessions.append(id, req.raw, req.apiKey!, request, { maxLength: declaredLength(req), ticket, hold: req.hold ?? undefined })
+      if (progress.completed !== undefined) req.log.info({ size: progress.completed.size }, req.problem === null ? 'file uploaded (tus)' : 'file uploaded (IETF draft)')
       return progress
     } catch (err) {
       // 409 says where the upload ends, for the client to resume from.
@@ -88,17 +95,25 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
     }
   }
 
+  /** Appends the request's body at its Upload-Offset, as tus asks. */
+  const tusAppend = async (req: FastifyRequest, reply: FastifyReply, id: string, offset: number) =>
+    await append(req, reply, id, { offset, length: integerHeader(req, 'Upload-Length'), checksum: parseChecksum(req) })
+
   async function patch (req: FastifyRequest, reply: FastifyReply, id: string) {
+    const draft = interopVersion(req)
+    if (typeof draft === 'number') return await ietf.patch(req, reply, draft, id)
     if (!isOffsetStream(req)) throw new DropcodeError('DROPCODE_UNSUPPORTED_MEDIA_TYPE')
     const offset = integerHeader(req, 'Upload-Offset')
     if (offset === undefined) throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Header Upload-Offset is required.')
     // Completing a large upload can keep the socket silent a while (S3 completing its parts).
     req.allowSilence()
-    progressHeaders(reply, await append(req, reply, id, offset))
+    progressHeaders(reply, await tusAppend(req, reply, id, offset))
     return await reply.code(204).send()
   }
 
   async function head (req: FastifyRequest, reply: FastifyReply, id: string) {
+    const draft = interopVersion(req)
+    if (typeof draft === 'number') return await ietf.head(req, reply, draft, id)
     const p = await app.sessions.progress(id, req.apiKey!)
     progressHeaders(reply, p)
     if (p.length === undefined) reply.header('upload-defer-length', '1')
@@ -109,15 +124,53 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
   }
 
   async function terminate (req: FastifyRequest, reply: FastifyReply, id: string) {
+    const draft = interopVersion(req)
+    if (typeof draft === 'number') return await ietf.cancel(req, reply, draft, id)
     await app.sessions.terminate(id, req.apiKey!)
     return await reply.code(204).send()
   }
+
+  /**
+   * A new upload's settings: Upload-Metadata's (filename or name, max_downloads, expiry_hours,
+   * sha256); a draft request without a filename there may name it in Content-Disposition.
+   */
+  function creationSettings (req: FastifyRequest) {
+    const rawMetadata = req.headers['upload-metadata'] as string | undefined
+    const metadata = parseMetadata(rawMetadata)
+    const fields = parseFields(MetadataFields, { max_downloads: metadata.max_downloads, expiry_hours: metadata.expiry_hours, sha256: metadata.sha256 })
+    const { maxDownloads, expiryHours } = fileSettings(req, { maxDownloads: fields.max_downloads, expiryHours: fields.expiry_hours })
+    const given = metadata.filename ?? metadata.name ?? (req.problem !== null ? dispositionFilename(req) : undefined)
+    const filename = given !== undefined && given.trim() !== '' ? given : 'upload'
+    return { rawMetadata, filename, maxDownloads, expiryHours, sha256: fields.sha256?.toLowerCase() }
+  }
+
+  async function start (req: FastifyRequest, length: number | undefined, partial = false): Promise<string> {
+    const { rawMetadata, filename, maxDownloads, expiryHours, sha256 } = creationSettings(req)
+    return await app.sessions.start({
+      filename,
+      totalChunks: 0,
+      maxDownloads,
+      expiryHours,
+      sha256,
+      resumable: { ...(length !== undefined ? { length } : {}), ...(rawMetadata !== undefined ? { metadata: rawMetadata } : {}), ...(partial ? { partial: true } : {}) }
+    }, req.apiKey!)
+  }
+
+  const ietf = ietfDraftHandlers({
+    sessionTtlMs: config.sessionTtlMs,
+    progress: async (id, key) => await app.sessions.progress(id, key),
+    start: async (req, length) => await start(req, length),
+    append,
+    terminate: async (id, key) => { await app.sessions.terminate(id, key) }
+  })
 
   const options = (_req: FastifyRequest, reply: FastifyReply) => {
     reply.header('tus-version', TUS_VERSION)
     reply.header('tus-extension', EXTENSIONS)
     reply.header('tus-max-size', String(config.limits.maxFileSize))
     reply.header('tus-checksum-algorithm', Object.keys(CHECKSUM_ALGORITHMS).join(','))
+    // The IETF draft's limits (interop versions 6 and 8 parse this alike).
+    reply.header('upload-limit', `max-size=${config.limits.maxFileSize}`)
     return reply.code(204).send()
   }
   app.options('/files/', { schema: { hide: true } }, options)
@@ -133,16 +186,12 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
       response: { ...errorResponses(400, 401, 403, 412, 413, 429, 500, 503, 507) }
     }
   }, async (req, reply) => {
+    const draft = interopVersion(req)
+    if (typeof draft === 'number') return await ietf.create(req, reply, draft)
     const length = integerHeader(req, 'Upload-Length')
     const deferred = req.headers['upload-defer-length']
     const concat = parseConcat(req)
-    const rawMetadata = req.headers['upload-metadata'] as string | undefined
-    const metadata = parseMetadata(rawMetadata)
-    const fields = parseFields(MetadataFields, { max_downloads: metadata.max_downloads, expiry_hours: metadata.expiry_hours, sha256: metadata.sha256 })
-    const { maxDownloads, expiryHours } = fileSettings(req, { maxDownloads: fields.max_downloads, expiryHours: fields.expiry_hours })
-    const given = metadata.filename ?? metadata.name
-    const filename = given !== undefined && given.trim() !== '' ? given : 'upload'
-    const sha256 = fields.sha256?.toLowerCase()
+    const { rawMetadata, filename, maxDownloads, expiryHours, sha256 } = creationSettings(req)
     if (concat !== undefined && concat !== 'partial') {
       // The final upload: its length is its partials', and it completes now.
       if (length !== undefined || deferred !== undefined) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'A final upload (Upload-Concat: final;…) takes its length from its partial uploads: send no Upload-Length.')
@@ -154,21 +203,14 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
     }
     if (length === undefined && deferred !== '1') throw new DropcodeError('DROPCODE_MISSING_FIELD', 'Send Upload-Length, or Upload-Defer-Length: 1.')
     if (length !== undefined && deferred !== undefined) throw new DropcodeError('DROPCODE_INVALID_FIELD', 'Send Upload-Length or Upload-Defer-Length, not both.')
-    const id = await app.sessions.start({
-      filename,
-      totalChunks: 0,
-      maxDownloads,
-      expiryHours,
-      sha256,
-      resumable: { ...(length !== undefined ? { length } : {}), ...(rawMetadata !== undefined ? { metadata: rawMetadata } : {}), ...(concat === 'partial' ? { partial: true } : {}) }
-    }, req.apiKey!)
+    const id = await start(req, length, concat === 'partial')
     reply.header('location', `/files/${id}`)
     if (isOffsetStream(req) && declaredLength(req) !== 0) {
       req.allowSilence()
-      progressHeaders(reply, await append(req, reply, id, 0))
+      progressHeaders(reply, await tusAppend(req, reply, id, 0))
     } else {
       reply.header('upload-expires', expires())
-      if (length === 0) progressHeaders(reply, await append(req, reply, id, 0))
+      if (length === 0) progressHeaders(reply, await tusAppend(req, reply, id, 0))
     }
     // (The route's typed reply wants a body; a 201 of tus has none.)
     return await (reply as FastifyReply).code(201).send()

@@ -37,6 +37,11 @@ export interface AppendRequest {
   length?: number | undefined
   /** Upload-Checksum: the digest of this append's bytes by `algorithm` (a node:crypto name). */
   checksum?: { algorithm: string, digest: Buffer } | undefined
+  /**
+   * The upload ends with this append's last byte (the IETF draft's `Upload-Complete: ?1`):
+   * without a known length, its length becomes what is stored once the body arrived whole.
+   */
+  completes?: boolean | undefined
 }
 
 /** Where an upload stands after an append (or a HEAD). */
@@ -158,6 +163,7 @@ export function createAppends (ctx: AppendContext) {
         const stored = await store(found.view, before, body, key, request, limits, length, declares)
         await hold?.keep(sessionItem(id), stored.size, now() + ttl)
         const offset = before.offset + stored.size
+        if (length === undefined && request.completes === true && stored.cut === undefined) length = offset
         if (stored.cut !== undefined) {
           // (The client is gone, or going: this answer is for the log.)
           throw new DropcodeError('DROPCODE_BAD_REQUEST', `The request ended before its body did; the ${offset} bytes stored are kept: resume from there.`, { offset }, { cause: stored.cut })
@@ -173,7 +179,7 @@ export function createAppends (ctx: AppendContext) {
   }
 
   /** Streams one append under the lock of its index and records it (see the top). */
-  async function store (view: SessionView, before: ReturnType<typeof progressOf>, body: Readable, key: ApiKey, request: AppendRequest, limits: UploadLimits, length: number | undefined, declares: number | undefined): Promise<{ size: number, cut?: unknown }> {
+  async function store (view: SessionView, before: ReturnType<typeof progressOf>, body: Readable, key: ApiKey, request: AppendRequest, limits: UploadLimits, length: number | undefined, declaresBefore: number | undefined): Promise<{ size: number, cut?: unknown }> {
     const { session } = view
     const { id } = session
     const index = before.count
@@ -223,6 +229,8 @@ export function createAppends (ctx: AppendContext) {
       throw err
     }
     stopLock()
+    // An append that completes an upload of unknown length declares it: what arrived, if whole.
+    const declares = declaresBefore ?? (request.completes === true && length === undefined && cut === undefined ? before.offset + receipt.size : undefined)
     const record: ChunkRecord = { size: receipt.size, sha256: sha256.digest('hex'), receipt: JSON.stringify(receipt), ...(declares !== undefined ? { declaresLength: declares } : {}) }
     // Our own refusals (past the length, a lost lock) keep nothing; a checksum is checked whole.
     const refusal = cut instanceof DropcodeError ? cut : undefined

@@ -83,3 +83,28 @@ t.test('tus-js-client with parallelUploads: 4 uploads through concatenation; the
   t.match(done.code, /^[A-Za-z0-9]{6}$/)
   t.equal(sha256Of((await download(url, done.code)).data), sha256Of(data), 'byte for byte')
 })
+
+for (const protocol of ['ietf-draft-03', 'ietf-draft-05'] as const) {
+  t.test(`tus-js-client with protocol '${protocol}' (the IETF draft, Upload-Draft-Interop-Version ${protocol === 'ietf-draft-03' ? 5 : 6}) uploads in chunks; the code comes back in Dropcode-Code`, async t => {
+    const { url } = await startApp(t, loadConfig(testEnv(t, 'fs+local', {})))
+    const data = bytes(3 * MiB + 9, protocol === 'ietf-draft-03' ? 24 : 25)
+    const sent: string[] = []
+    // (tus-js-client 4.3.1's types do not list `protocol`; its code reads it: lib/upload.js.)
+    const options: tus.UploadOptions & { protocol: string } = {
+      endpoint: `${url}/files/`,
+      protocol,
+      headers: { 'X-Client-Key': API_KEY },
+      metadata: { filename: `${protocol}.bin` },
+      chunkSize: MiB,
+      onBeforeRequest: req => { sent.push(`${req.getMethod()} ${String(req.getHeader('Upload-Draft-Interop-Version'))} ${String(req.getHeader('Upload-Complete'))}`) }
+    }
+    const done = await run(data, options)
+    if (!('code' in done)) throw new Error('aborted')
+    t.match(done.code, /^[A-Za-z0-9]{6}$/)
+    const version = protocol === 'ietf-draft-03' ? '5' : '6'
+    t.same(sent, [`POST ${version} ?0`, `PATCH ${version} ?0`, `PATCH ${version} ?0`, `PATCH ${version} ?0`, `PATCH ${version} ?1`], 'the draft\'s requests, not tus\'s')
+    const got = await download(url, done.code)
+    t.equal(sha256Of(got.data), sha256Of(data), 'byte for byte')
+    t.match(got.disposition, new RegExp(`${protocol}\\.bin`))
+  })
+}

@@ -1,0 +1,4 @@
+import t from 'tap'
+import { ietfDraftSuite } from './ietf-draft.js'
+
+ietfDraftSuite(t, 'fs+local', {})
