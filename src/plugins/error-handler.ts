@@ -64,7 +64,8 @@ export function sendError (err: DropcodeError, req: FastifyRequest, reply: Fasti
   }
   // A catalogue error that says when to retry says it in the header too.
   if (typeof err.details?.retry_after === 'number') reply.header('retry-after', String(err.details.retry_after))
-  if (req.problem !== null) {
+  // (A request of another Fastify instance, the metrics listener's, has no `problem` at all.)
+  if (typeof req.problem === 'function') {
     return reply.code(status).type('application/problem+json').send({ ...req.problem(err), ...(status >= 500 ? { request_id: req.id } : {}) })
   }
   return reply.code(status).send({

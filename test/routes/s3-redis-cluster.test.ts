@@ -7,6 +7,8 @@ import { singleFileSuite } from './single-file.js'
 import { tusSuite } from './tus.js'
 
 // The route suites of s3-redis.test.ts with the state on a real 3-master Redis Cluster.
+// A radosgw start and a dozen upload scenarios on S3: over tap's 180 s on a loaded machine.
+t.setTimeout(600_000)
 const [redisCluster, s3] = await Promise.all([startRedisCluster(), startS3()])
 t.teardown(async () => { await redisCluster.stop(); await s3.stop() })
 t.comment(`S3 endpoint: ${s3.kind}; Redis Cluster masters ${redisCluster.nodes}`)
