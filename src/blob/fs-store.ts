@@ -74,6 +74,24 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     }
   }
   const chunkDir = (key: string) => `${pathOf(key)}.chunks`
+
+  /**
+   * Streams `files` in order into the object `key`, hashing them, then removes its chunk
+   * directory (a session's chunks, or a tus upload's unused in-place file).
+   */
+  async function concatenateFiles (key: string, files: string[]): Promise<{ size: number, sha256: string }> {
+    async function * concatenated () {
+      for (const file of files) yield * fs.createReadStream(file)
+    }
+    const final = pathOf(key)
+    const meter = new Sha256Meter()
+    // A completer killed midway left its temporary file; the one taking over (its completion
+    // lease is its alone) starts it afresh.
+    await fsp.rm(`${final}.part`, { force: true }).catch(() => {})
+    const size = await write({ temp: `${final}.part`, final }, Readable.from(concatenated()), meter)
+    await fsp.rm(chunkDir(key), { recursive: true, force: true }).catch(() => {})
+    return { size, sha256: meter.hex() }
+  }
   /** The file an in-place session's chunks are written into (see the top). */
   const wholeOf = (key: string) => path.join(chunkDir(key), 'whole')
 
@@ -114,18 +132,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       }
     },
 
-    async concatenate (key, _handle, sources) {
-      async function * concatenated () {
-        for (const source of sources) yield * fs.createReadStream(pathOf(source.key))
-      }
-      const final = pathOf(key)
-      const meter = new Sha256Meter()
-      // A concatenation killed midway left its temporary file; the one taking over starts afresh.
-      await fsp.rm(`${final}.part`, { force: true }).catch(() => {})
-      const size = await write({ temp: `${final}.part`, final }, Readable.from(concatenated()), meter)
-      await fsp.rm(chunkDir(key), { recursive: true, force: true }).catch(() => {})
-      return { size, sha256: meter.hex() }
-    },
+    concatenate: async (key, _handle, sources) => await concatenateFiles(key, sources.map(source => pathOf(source.key))),
 
     async discardChunk (key, _handle, receipt) {
       if (receipt.at !== undefined) return // in place: a retry overwrote its range, or will
@@ -153,17 +160,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
         await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
         return { size }
       }
-      async function * concatenated () {
-        for (const r of receipts) yield * fs.createReadStream(path.join(dir, String(r.file)))
-      }
-      const final = pathOf(key)
-      const meter = new Sha256Meter()
-      // A completer killed midway left its temporary file; the one taking over (the session's
-      // completion lease is its alone) starts it afresh.
-      await fsp.rm(`${final}.part`, { force: true }).catch(() => {})
-      const size = await write({ temp: `${final}.part`, final }, Readable.from(concatenated()), meter)
-      await fsp.rm(dir, { recursive: true, force: true }).catch(() => {})
-      return { size, sha256: meter.hex() }
+      return await concatenateFiles(key, receipts.map(r => path.join(dir, String(r.file))))
     },
 
     async get (key, range) {

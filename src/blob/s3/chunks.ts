@@ -85,6 +85,26 @@ const PROBES = 8
  */
 const MULTIPART_SLACK = 256 * 1024
 
+/**
+ * Streams `objects` in order through the service into the object `key` (`size` bytes in all),
+ * hashing them: through the gate like any upload (parts.ts), before the first object is read.
+ * @returns their SHA-256
+ */
+export async function streamObjects (s3: S3Api, key: string, objects: string[], size: number): Promise<string> {
+  async function * concatenated () {
+    for (const object of objects) yield * (await s3.get(object)).body
+  }
+  const ticket = await s3.pool.admit(size)
+  try {
+    const meter = new Sha256Meter()
+    pipeline(Readable.from(concatenated()), meter, () => {})
+    await s3.putStream(key, meter, size, ticket)
+    return meter.hex()
+  } finally {
+    ticket.release()
+  }
+}
+
 /** A counting semaphore, first come first served. */
 function semaphore (n: number) {
   let free = n
@@ -187,19 +207,7 @@ export function createS3Chunks (s3: S3Api) {
         if (size === 0) {
           await s3.putEmpty(key)
         } else {
-          async function * concatenated () {
-            for (const object of objects) yield * (await s3.get(object)).body
-          }
-          // Through the gate like any upload (parts.ts), before the first chunk object is read.
-          const ticket = await s3.pool.admit(size)
-          try {
-            const meter = new Sha256Meter()
-            pipeline(Readable.from(concatenated()), meter, () => {})
-            await s3.putStream(key, meter, size, ticket)
-            sha256 = meter.hex()
-          } finally {
-            ticket.release()
-          }
+          sha256 = await streamObjects(s3, key, objects, size)
         }
         await s3.abortMultipart(key, uploadId).catch(() => {})
       } else {

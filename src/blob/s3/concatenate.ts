@@ -8,11 +8,9 @@
  * order, through the part writer (memory bounded by the slab pool, admitted at its gate like an
  * upload) and hashed on the way; the multipart upload is then aborted. Empty sources add nothing.
  */
-import { pipeline, Readable } from 'node:stream'
 import type { ByteRange } from '../../core/byte-range.js'
-import { Sha256Meter } from '../../core/streams.js'
 import type { PartRef, S3Api } from './api.js'
-import { MIN_PART } from './chunks.js'
+import { MIN_PART, streamObjects } from './chunks.js'
 
 /** S3's largest UploadPartCopy range. */
 const MAX_COPY = 5 * 1024 ** 3
@@ -53,17 +51,7 @@ export async function concatenateObjects (s3: S3Api, key: string, uploadId: stri
     await s3.completeMultipart(key, uploadId, parts.sort((a, b) => a.n - b.n))
     return { size }
   }
-  async function * concatenated () {
-    for (const source of used) yield * (await s3.get(source.object)).body
-  }
-  const ticket = await s3.pool.admit(size)
-  try {
-    const meter = new Sha256Meter()
-    pipeline(Readable.from(concatenated()), meter, () => {})
-    await s3.putStream(key, meter, size, ticket)
-    await s3.abortMultipart(key, uploadId).catch(() => {})
-    return { size, sha256: meter.hex() }
-  } finally {
-    ticket.release()
-  }
+  const sha256 = await streamObjects(s3, key, used.map(s => s.object), size)
+  await s3.abortMultipart(key, uploadId).catch(() => {})
+  return { size, sha256 }
 }
