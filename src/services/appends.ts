@@ -91,6 +91,18 @@ export function progressOf ({ session, chunks }: SessionView): UploadProgress & 
 export const offsetMismatch = (offset: number) =>
   new DropcodeError('DROPCODE_OFFSET_MISMATCH', `This upload holds ${offset} bytes: resume from Upload-Offset ${offset}.`, { offset })
 
+/**
+ * The refusal for a lease in the way until `until` (epoch ms, its holder may have died), with
+ * Retry-After: the seconds left, rounded up.
+ */
+export function leaseInTheWay (code: 'DROPCODE_SESSION_BUSY' | 'DROPCODE_UPLOAD_LOCKED', until: number, now: number, message: (seconds: number) => string): DropcodeError {
+  const seconds = Math.max(1, Math.ceil((until - now) / 1000))
+  return new DropcodeError(code, message(seconds), { retry_after: seconds })
+}
+
+/** Where a completed upload stands: its file's size is its offset and length. */
+const completedAt = (done: CompletedFile): UploadProgress => ({ offset: done.size, length: done.size, metadata: undefined, completed: done })
+
 /** Stops a body after `max` bytes with `error()`. */
 class Cap extends Transform {
   private bytes = 0
@@ -122,15 +134,14 @@ export function createAppends (ctx: AppendContext) {
     const begun = await sessions.beginChunk(id, index, token, now() + lockMs, now(), ttl, key.name)
     if (begun.ok) return token
     if (begun.reason === 'unknown') throw new DropcodeError('DROPCODE_SESSION_NOT_FOUND')
-    const seconds = Math.max(1, Math.ceil((begun.until - now()) / 1000))
-    throw new DropcodeError('DROPCODE_UPLOAD_LOCKED', `Another request is appending to this upload, or completing it, and may have died with its instance: its lease runs out in ${seconds} s if so; retry then.`, { retry_after: seconds })
+    throw leaseInTheWay('DROPCODE_UPLOAD_LOCKED', begun.until, now(), seconds => `Another request is appending to this upload, or completing it, and may have died with its instance: its lease runs out in ${seconds} s if so; retry then.`)
   }
 
   return {
     /** Where upload `id` stands (HEAD). */
     async progress (id: string, key: ApiKey): Promise<UploadProgress> {
       const found = await find(id, key)
-      if ('done' in found) return { offset: found.done.size, length: found.done.size, metadata: undefined, completed: found.done }
+      if ('done' in found) return completedAt(found.done)
       return progressOf(found.view)
     },
 
@@ -145,7 +156,7 @@ export function createAppends (ctx: AppendContext) {
         if ('done' in found) {
           // A repeated final append (its answer was lost): the same answer, if it sends nothing more.
           if (request.offset !== found.done.size) throw offsetMismatch(found.done.size)
-          return { offset: found.done.size, length: found.done.size, metadata: undefined, completed: found.done }
+          return completedAt(found.done)
         }
         const before = progressOf(found.view)
         if (request.offset !== before.offset) throw offsetMismatch(before.offset)

@@ -23,7 +23,7 @@ import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import type { ChunkRecord, ResumableInfo, UploadSession } from '../core/model.js'
 import type { CompletedFile, SessionStore } from '../state/index.js'
-import { progressOf } from './appends.js'
+import { leaseInTheWay, progressOf } from './appends.js'
 import type { FileService } from './files.js'
 import { overLimit, whose, type ApiKey } from './keys.js'
 import { fileItem, sessionItem, type Quota } from './quota.js'
@@ -66,8 +66,7 @@ export function createConcatenation (ctx: ConcatenationContext) {
     const token = randomBytes(12).toString('base64url')
     const begun = await sessions.beginCompletion(id, now(), now() + lockMs, key.name, token, ttl)
     if (begun.status === 'busy') {
-      const seconds = Math.max(1, Math.ceil((begun.until - now()) / 1000))
-      throw new DropcodeError('DROPCODE_UPLOAD_LOCKED', `Partial upload ${id} is being appended to or concatenated by another request; retry in ${seconds} s.`, { retry_after: seconds })
+      throw leaseInTheWay('DROPCODE_UPLOAD_LOCKED', begun.until, now(), seconds => `Partial upload ${id} is being appended to or concatenated by another request; retry in ${seconds} s.`)
     }
     if (begun.status !== 'open') {
       throw new DropcodeError('DROPCODE_INVALID_FIELD', `Upload-Concat names /files/${id}, which is not a partial upload in progress of this key (unknown, expired, or used by a final upload already).`)

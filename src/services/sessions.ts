@@ -42,7 +42,7 @@ import { sizeLimit, type FileService, type UploadLimits } from './files.js'
 import type { InFlight } from './in-flight.js'
 import { overLimit, whose, type ApiKey } from './keys.js'
 import { fileItem, sessionItem, type Quota } from './quota.js'
-import { createAppends, progressOf } from './appends.js'
+import { createAppends, leaseInTheWay, progressOf } from './appends.js'
 import { createConcatenation } from './concatenation.js'
 import { checkDigest, type Pending } from './pending.js'
 import { createPrefixDigests, type PrefixSnapshot } from './prefix-digest.js'
@@ -106,10 +106,7 @@ export function createSessionService (opts: SessionServiceOptions) {
   }
 
   /** 409 for a lease in the way until `until`, with Retry-After: the seconds left, rounded up. */
-  const busy = (until: number, message: (seconds: number) => string) => {
-    const seconds = Math.max(1, Math.ceil((until - now()) / 1000))
-    return new DropcodeError('DROPCODE_SESSION_BUSY', message(seconds), { retry_after: seconds })
-  }
+  const busy = (until: number, message: (seconds: number) => string) => leaseInTheWay('DROPCODE_SESSION_BUSY', until, now(), message)
 
   /** Renews a chunk lock every third of its lease; calls `lost` when it cannot be kept. */
   function keepLock (id: string, index: number, token: string, lost: (err: DropcodeError) => void) {
