@@ -104,13 +104,25 @@ export interface ResumableInfo {
 export interface ChunkRecord {
   /** Bytes. */
   size: number
-  /** SHA-256 of the chunk's bytes, hex. */
+  /**
+   * SHA-256 of the chunk's bytes, hex; '' for an append whose bytes were folded into the
+   * upload's running SHA-256 as they streamed (`through`), which hashes them once, not twice.
+   */
   sha256: string
   /** The BlobStore's receipt (opaque to the state layer: it only stores it). */
   receipt: string
   /** A resumable upload's length (bytes), declared by this append (it was deferred at creation). */
   declaresLength?: number
+  /**
+   * An append folded as it streamed (services/appends.ts): the SHA-256 of the upload's bytes from
+   * its start through this append's last byte, hex. It names the bytes the fold took, as `sha256`
+   * does for other chunks (services/prefix-digest.ts).
+   */
+  through?: string
 }
+
+/** What names a chunk's bytes for a running SHA-256: its own digest, or for a folded append the running one. */
+export const chunkIdentity = (c: Pick<ChunkRecord, 'sha256' | 'through'>): string => c.through ?? c.sha256
 
 export interface SessionView {
   session: UploadSession

@@ -22,7 +22,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { pipeline, Transform, type Readable, type TransformCallback } from 'node:stream'
 import type { BlobStore, ChunkReceipt } from '../blob/index.js'
 import { DropcodeError } from '../core/errors.js'
-import { ownedBy, type ChunkRecord, type ResumableInfo, type SessionView } from '../core/model.js'
+import { chunkIdentity, ownedBy, type ChunkRecord, type ResumableInfo, type SessionView } from '../core/model.js'
 import type { CompletedFile, SessionStore } from '../state/index.js'
 import { sizeLimit, type UploadLimits } from './files.js'
 import { overLimit, whose, type ApiKey } from './keys.js'
@@ -215,9 +215,10 @@ export function createAppends (ctx: AppendContext) {
         ? new DropcodeError('DROPCODE_FILE_TOO_LARGE', `The append goes past Upload-Length (${length} bytes); nothing of it was kept.`)
         : overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The upload grows past ${whose(key, 'maxFileSize')}'s file limit of ${key.limits.maxFileSize} bytes; nothing of this append was kept.`))
     pipeline(body, cap, () => {})
-    const sha256 = createHash('sha256')
     const check = request.checksum !== undefined ? createHash(request.checksum.algorithm) : undefined
     const fold = prefixes.streamFold(id, index)
+    // Folded as they stream, the bytes are hashed once: the record names them by the running digest.
+    const sha256 = fold === undefined ? createHash('sha256') : undefined
     const kept = fold === undefined ? prefixes.retain() : undefined
     const stopLock = ctx.keepLock(id, index, token, err => cap.destroy(err))
     let receipt: ChunkReceipt
@@ -227,7 +228,7 @@ export function createAppends (ctx: AppendContext) {
         body: cap,
         offset: before.offset,
         previous: before.last !== undefined ? JSON.parse(before.last.receipt) as ChunkReceipt : undefined,
-        observe: data => { sha256.update(data); check?.update(data); if (fold !== undefined) fold.update(data); else kept?.add(data) },
+        observe: data => { check?.update(data); if (fold !== undefined) fold.update(data); else { sha256!.update(data); kept?.add(data) } },
         maxLength: limits.maxLength,
         ticket: limits.ticket
       }))
@@ -242,7 +243,8 @@ export function createAppends (ctx: AppendContext) {
     stopLock()
     // An append that completes an upload of unknown length declares it: what arrived, if whole.
     const declares = declaresBefore ?? (request.completes === true && length === undefined && cut === undefined ? before.offset + receipt.size : undefined)
-    const record: ChunkRecord = { size: receipt.size, sha256: sha256.digest('hex'), receipt: JSON.stringify(receipt), ...(declares !== undefined ? { declaresLength: declares } : {}) }
+    const identity = fold !== undefined ? { sha256: '', through: fold.running() } : { sha256: sha256!.digest('hex') }
+    const record: ChunkRecord = { size: receipt.size, ...identity, receipt: JSON.stringify(receipt), ...(declares !== undefined ? { declaresLength: declares } : {}) }
     // Our own refusals (past the length, a lost lock) keep nothing; a checksum is checked whole.
     const refusal = cut instanceof DropcodeError ? cut : undefined
     const mismatch = request.checksum !== undefined && (cut !== undefined || !check!.digest().equals(request.checksum.digest))
@@ -254,7 +256,7 @@ export function createAppends (ctx: AppendContext) {
       if (mismatch && cut === undefined) throw new DropcodeError('DROPCODE_CHECKSUM_MISMATCH')
       return { size: 0, cut }
     }
-    fold?.done(record.sha256, record.size)
+    fold?.done(chunkIdentity(record), record.size)
     const committed = await sessions.commitChunk(id, index, token, record, now(), ttl).catch((err: unknown) => { kept?.release(); throw err })
     if (!committed.ok) {
       kept?.release()

@@ -16,11 +16,16 @@
  *   hash to its recorded SHA-256 (a retry may have overwritten them), or the fold stops there;
  *   where it cannot (S3 parts), the prefix stops before it. With 4 chunks of 8 MiB in flight in
  *   order, a session keeps up to 3 of them at once.
- * - At completion, the prefix counts only if each folded chunk's SHA-256 equals the committed
- *   record of its index (so a chunk replaced after it was folded, or folded here but committed
- *   from elsewhere with other bytes, makes the prefix useless, never wrong): the completer hashes
- *   the rest of the assembled object from the prefix's end. Without a prefix (another instance
- *   got the chunks, or this one restarted) it reads the whole object, as before.
+ * - At completion, the prefix counts only if each folded chunk's identity (model.ts
+ *   `chunkIdentity`) equals the committed record's of its index (so a chunk replaced after it was
+ *   folded, or folded here but committed from elsewhere with other bytes, makes the prefix
+ *   useless, never wrong): the completer hashes the rest of the assembled object from the
+ *   prefix's end. Without a prefix (another instance got the chunks, or this one restarted) it
+ *   reads the whole object, as before.
+ * - An append of a resumable upload (appends.ts) folded as it streams is not hashed a second
+ *   time for a digest of its own: its identity is the fold's running digest through its last
+ *   byte (`ChunkRecord.through`), which no other bytes give. Appends that were not folded as
+ *   they streamed are hashed on their own, as chunks are.
  *
  * Memory: one hash state and one 64-character digest per folded chunk per open session, for at
  * most MAX_SESSIONS sessions (the least recently used go first) and no longer than their idle
@@ -57,7 +62,7 @@ interface Prefix {
   hash: Hash
   next: number
   bytes: number
-  /** The SHA-256 of each folded chunk, in index order. */
+  /** The identity of each folded chunk (model.ts `chunkIdentity`), in index order. */
   digests: string[]
   /** A fold under way (as a chunk streams, or reading one back); at most one at a time. */
   folding: Promise<void> | undefined
@@ -67,10 +72,15 @@ interface Prefix {
   used: number
 }
 
-/** A fold as a chunk streams: `update` with its bytes, then `done` once stored, or `fail`. */
+/**
+ * A fold as a chunk streams: `update` with its bytes, then `done` once stored (with the chunk's
+ * identity: its SHA-256, or for an append the fold's own `running()` digest), or `fail`.
+ */
 export interface StreamFold {
   update (data: Buffer): void
-  done (sha256: string, size: number): void
+  /** The SHA-256 of the session's bytes through those folded so far, hex (a copy is finished; the fold goes on). */
+  running (): string
+  done (identity: string, size: number): void
   fail (): void
 }
 
@@ -171,9 +181,10 @@ export function createPrefixDigests (opts: { now: () => number, idleMs: number, 
       }
       return {
         update: data => { if (!over) hash.update(data) },
-        done (sha256, size) {
+        running: () => hash.copy().digest('hex'),
+        done (identity, size) {
           if (over) return
-          if (p.next === index) advance(p, hash, sha256, size)
+          if (p.next === index) advance(p, hash, identity, size)
           end()
           catchUp(id, p)
         },

@@ -34,7 +34,7 @@ import { DropcodeError } from '../core/errors.js'
 import { maskSecret } from '../core/mask.js'
 import { cleanFilename } from '../core/filename.js'
 import { newBlobKey } from '../core/ids.js'
-import { ownedBy, sessionOwner, type ChunkRecord, type ResumableInfo, type SessionView, type UploadSession } from '../core/model.js'
+import { chunkIdentity, ownedBy, sessionOwner, type ChunkRecord, type ResumableInfo, type SessionView, type UploadSession } from '../core/model.js'
 import { Sha256Meter } from '../core/streams.js'
 import type { Metrics } from '../metrics.js'
 import type { CleanupIndex, CompletedFile, CompletedSession, SessionStore } from '../state/index.js'
@@ -311,7 +311,7 @@ export function createSessionService (opts: SessionServiceOptions) {
       opts.metrics.sessionDigest('assembled', size)
       return fromDriver
     }
-    const usable = prefix !== undefined && prefix.bytes <= size && prefix.digests.every((d, i) => ordered[i]?.sha256 === d)
+    const usable = prefix !== undefined && prefix.bytes <= size && prefix.digests.every((d, i) => ordered[i] !== undefined && chunkIdentity(ordered[i]) === d)
     const hash = usable ? prefix.hash : createHash('sha256')
     const start = usable ? prefix.bytes : 0
     if (start < size) {

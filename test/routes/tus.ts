@@ -116,6 +116,26 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
     t.equal((await download(url, code!)).status, 404, 'and no third')
   })
 
+  t.test('tus: appends through one instance are hashed once, as they stream: each record names its bytes by the running SHA-256, and completion reads nothing back', async t => {
+    const { app, url, metricsUrl } = await start(t)
+    // ≥ 5 MiB each, so that S3 stores every append as parts.
+    const data = bytes(11 * MiB + 777, 6)
+    const cuts = [0, 5 * MiB + 1, 10 * MiB + 3, data.length]
+    const created = await create(url, { 'upload-length': String(data.length) })
+    const location = created.headers.get('location')!
+    const id = location.split('/').pop()!
+    for (let i = 0; i < 2; i++) t.equal((await patch(url, location, cuts[i]!, data.subarray(cuts[i], cuts[i + 1]))).res.status, 204)
+    const view = (await app.state.sessions.get(id, Date.now()))!
+    t.same([0, 1].map(i => view.chunks.get(i)).map(c => ({ sha256: c!.sha256, through: c!.through })),
+      [0, 1].map(i => ({ sha256: '', through: sha256Of(data.subarray(0, cuts[i + 1])) })), 'no digest of its own: the SHA-256 of the upload through its last byte')
+    const last = await patch(url, location, cuts[2]!, data.subarray(cuts[2]))
+    t.equal(last.res.headers.get('repr-digest'), `sha-256=:${Buffer.from(sha256Of(data), 'hex').toString('base64')}:`)
+    const text = await (await fetch(metricsUrl)).text()
+    const of = (how: string) => Number(new RegExp(`^dropcode_session_digest_bytes_total\\{how="${how}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0)
+    t.same({ folded: of('folded'), read: of('read') }, { folded: data.length, read: 0 }, 'the file\'s SHA-256 is the running one: nothing read back')
+    t.equal(sha256Of((await download(url, last.res.headers.get('dropcode-code')!)).data), sha256Of(data))
+  })
+
   t.test('tus: creation-with-upload stores the whole file in the POST; an empty upload completes at creation', async t => {
     const { url } = await start(t)
     const data = bytes(200_000, 4)

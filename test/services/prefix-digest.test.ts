@@ -112,3 +112,23 @@ t.test('a snapshot waits for folds under way, up to its limit', async t => {
   setTimeout(() => fold.done(sha(chunks[0]!), 100), 20)
   t.equal((await p.snapshot('s', 1000))!.bytes, 100)
 })
+
+t.test('a fold\'s running digest is the SHA-256 of the session through the bytes folded so far, and may name the chunk', async t => {
+  const p = createPrefixDigests({ now: () => 0, idleMs: 60_000, retainBytes: 0 })
+  const a = Buffer.from('first append ')
+  const b = Buffer.from('and the second')
+  const fa = p.streamFold('u', 0)!
+  fa.update(a)
+  const throughA = fa.running()
+  t.equal(throughA, sha(a))
+  fa.done(throughA, a.length)
+  const fb = p.streamFold('u', 1)!
+  fb.update(b.subarray(0, 3))
+  t.equal(fb.running(), sha(Buffer.concat([a, b.subarray(0, 3)])), 'midway, and the fold goes on')
+  fb.update(b.subarray(3))
+  const throughB = fb.running()
+  fb.done(throughB, b.length)
+  const d = await p.snapshot('u', 1000)
+  t.same(d!.digests, [throughA, throughB], 'the identities given, in order')
+  t.equal(d!.hash.digest('hex'), sha(Buffer.concat([a, b])))
+})
