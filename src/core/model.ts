@@ -106,7 +106,9 @@ export interface ChunkRecord {
   size: number
   /**
    * SHA-256 of the chunk's bytes, hex; '' for an append whose bytes were folded into the
-   * upload's running SHA-256 as they streamed (`through`), which hashes them once, not twice.
+   * upload's running SHA-256 as they streamed (`through`), which hashes them once, not twice,
+   * and for an append of a partial upload, whose bytes its final upload hashes
+   * (services/concatenation.ts).
    */
   sha256: string
   /** The BlobStore's receipt (opaque to the state layer: it only stores it). */

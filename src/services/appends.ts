@@ -216,10 +216,13 @@ export function createAppends (ctx: AppendContext) {
         : overLimit(key, 'maxFileSize', 'DROPCODE_FILE_TOO_LARGE', `The upload grows past ${whose(key, 'maxFileSize')}'s file limit of ${key.limits.maxFileSize} bytes; nothing of this append was kept.`))
     pipeline(body, cap, () => {})
     const check = request.checksum !== undefined ? createHash(request.checksum.algorithm) : undefined
-    const fold = prefixes.streamFold(id, index)
-    // Folded as they stream, the bytes are hashed once: the record names them by the running digest.
-    const sha256 = fold === undefined ? createHash('sha256') : undefined
-    const kept = fold === undefined ? prefixes.retain() : undefined
+    // A partial upload's bytes are hashed by its final upload, once, in their place among the
+    // other partials' (concatenation.ts): not here. Folded as they stream, other bytes are hashed
+    // once too: the record names them by the running digest.
+    const hashed = !before.partial
+    const fold = hashed ? prefixes.streamFold(id, index) : undefined
+    const sha256 = hashed && fold === undefined ? createHash('sha256') : undefined
+    const kept = hashed && fold === undefined ? prefixes.retain() : undefined
     const stopLock = ctx.keepLock(id, index, token, err => cap.destroy(err))
     let receipt: ChunkReceipt
     let cut: unknown
@@ -228,7 +231,7 @@ export function createAppends (ctx: AppendContext) {
         body: cap,
         offset: before.offset,
         previous: before.last !== undefined ? JSON.parse(before.last.receipt) as ChunkReceipt : undefined,
-        observe: data => { check?.update(data); if (fold !== undefined) fold.update(data); else { sha256!.update(data); kept?.add(data) } },
+        observe: data => { check?.update(data); if (fold !== undefined) fold.update(data); else { sha256?.update(data); kept?.add(data) } },
         maxLength: limits.maxLength,
         ticket: limits.ticket
       }))
@@ -243,7 +246,7 @@ export function createAppends (ctx: AppendContext) {
     stopLock()
     // An append that completes an upload of unknown length declares it: what arrived, if whole.
     const declares = declaresBefore ?? (request.completes === true && length === undefined && cut === undefined ? before.offset + receipt.size : undefined)
-    const identity = fold !== undefined ? { sha256: '', through: fold.running() } : { sha256: sha256!.digest('hex') }
+    const identity = fold !== undefined ? { sha256: '', through: fold.running() } : { sha256: sha256?.digest('hex') ?? '' }
     const record: ChunkRecord = { size: receipt.size, ...identity, receipt: JSON.stringify(receipt), ...(declares !== undefined ? { declaresLength: declares } : {}) }
     // Our own refusals (past the length, a lost lock) keep nothing; a checksum is checked whole.
     const refusal = cut instanceof DropcodeError ? cut : undefined
@@ -266,7 +269,7 @@ export function createAppends (ctx: AppendContext) {
         : new DropcodeError('DROPCODE_UPLOAD_LOCKED', 'This append lost its lock (its heartbeat failed); resume from HEAD\'s Upload-Offset.', { retry_after: 1 })
     }
     const read = blobs.readChunk !== undefined ? () => blobs.readChunk!(session.blobKey, session.handle, receipt) : undefined
-    prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
+    if (hashed) prefixes.committed(id, index, record, { folded: fold !== undefined, kept, read })
     return cut !== undefined ? { size: record.size, cut } : { size: record.size }
   }
 }

@@ -284,6 +284,8 @@ export function tusSuite (t: Test, pair: DriverPair, backends: Backends) {
         t.equal(done.res.status, 204)
         t.equal(done.res.headers.get('dropcode-code'), null, 'a partial upload is never published by itself')
       }))
+      const records = await Promise.all(locations.map(async l => [...(await a.app.state.sessions.get(l.split('/').pop()!, Date.now()))!.chunks.values()]))
+      t.same(records.flat().map(c => [c.sha256, c.through]), records.flat().map(() => ['', undefined]), 'a partial\'s appends are not hashed: its final hashes their bytes once, in order')
       const final = await create(b.url, { 'upload-concat': `final;${locations[0]!} ${a.url}${locations[1]!} ${locations[2]!}`, 'upload-metadata': metadata({ filename: 'joined.bin' }) })
       t.equal(final.status, 201)
       const code = final.headers.get('dropcode-code')
