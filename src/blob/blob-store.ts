@@ -66,7 +66,8 @@ export interface BlobStore {
    * concatenation: the final upload of its partial uploads). The sources stay. Resolves with the
    * object's size and, when the bytes passed through the service on the way, their SHA-256.
    * S3 copies inside the bucket (UploadPartCopy) when every source but the last holds at least a
-   * part's minimum (5 MiB); otherwise, and on fs, the bytes are streamed through once and hashed.
+   * part's minimum (5 MiB), otherwise streams the bytes through once, hashing them; fs links the
+   * sources' files as the object's parts, copying nothing (fs-store.ts).
    */
   concatenate (key: string, handle: string, sources: Array<{ key: string, size: number }>): Promise<{ size: number, sha256?: string }>
 

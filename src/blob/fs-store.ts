@@ -18,8 +18,12 @@
  * resumes after them. An append that is not recorded (it failed, or the service discarded it)
  * leaves bytes past the recorded total that the next append overwrites, or completion's
  * truncation drops; `previous` needs nothing from the file, so it stays valid.
- * A tus concatenation (`concatenate`) streams its sources, whole objects, in order into
- * `{key}.part`, hashing them, and renames it into place.
+ * A tus concatenation (`concatenate`) copies nothing: its sources' files (whole objects) are
+ * hard-linked in order into a directory `{key}.joining/` as `0`, `1`, …, which is renamed to
+ * `{key}.joined/` once whole. The sources stay (a final that dies midway is retried from them);
+ * `get` of such a key opens every part at once and streams them in order (a range across
+ * parts too), `delete` removes the directory. The service hashes it by reading it back, from
+ * the page cache where the partials were just written.
  * Deleting a file that a download is still reading is safe: POSIX keeps the data until the
  * reader closes it.
  */
@@ -30,6 +34,7 @@ import path from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { randomBytes } from 'node:crypto'
+import type { ByteRange } from '../core/byte-range.js'
 import { DropcodeError, isOutOfSpace, StartupError } from '../core/errors.js'
 import { isBlobKey } from '../core/ids.js'
 import { ByteCounter, Sha256Meter } from '../core/streams.js'
@@ -76,8 +81,8 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
   const chunkDir = (key: string) => `${pathOf(key)}.chunks`
 
   /**
-   * Streams `files` in order into the object `key`, hashing them, then removes its chunk
-   * directory (a session's chunks, or a tus upload's unused in-place file).
+   * Streams `files` (a session's chunks) in order into the object `key`, hashing them, then
+   * removes its chunk directory.
    */
   async function concatenateFiles (key: string, files: string[]): Promise<{ size: number, sha256: string }> {
     async function * concatenated () {
@@ -94,6 +99,49 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
   }
   /** The file an in-place session's chunks are written into (see the top). */
   const wholeOf = (key: string) => path.join(chunkDir(key), 'whole')
+  /** A concatenated object's parts, in order (see the top). */
+  const joinedDir = (key: string) => `${pathOf(key)}.joined`
+
+  /** `get` of a concatenated object: every part opened at once (a delete meanwhile takes nothing from the reader). */
+  async function getJoined (key: string, range: ByteRange | undefined): Promise<{ body: Readable, size: number }> {
+    const dir = joinedDir(key)
+    let names: string[]
+    try {
+      names = await fsp.readdir(dir)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(key)
+      throw unavailable(err)
+    }
+    const parts: Array<{ handle: fsp.FileHandle, size: number }> = []
+    const closeAll = async () => { await Promise.all(parts.map(async p => await p.handle.close().catch(() => {}))) }
+    try {
+      for (const name of names.map(Number).sort((a, b) => a - b)) {
+        const handle = await fsp.open(path.join(dir, String(name)), 'r')
+        parts.push({ handle, size: 0 })
+        parts.at(-1)!.size = (await handle.stat()).size
+      }
+    } catch (err) {
+      await closeAll()
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(key)
+      throw unavailable(err)
+    }
+    const size = parts.reduce((n, p) => n + p.size, 0)
+    const { start, end } = range ?? { start: 0, end: size - 1 }
+    async function * bytes () {
+      try {
+        let at = 0
+        for (const { handle, size } of parts) {
+          const from = Math.max(start, at)
+          const to = Math.min(end, at + size - 1)
+          if (from <= to) yield * handle.createReadStream({ start: from - at, end: to - at, autoClose: false })
+          at += size
+        }
+      } finally {
+        await closeAll()
+      }
+    }
+    return { body: Readable.from(bytes(), { objectMode: false }), size }
+  }
 
   return {
     async put (key, body) {
@@ -132,7 +180,28 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       }
     },
 
-    concatenate: async (key, _handle, sources) => await concatenateFiles(key, sources.map(source => pathOf(source.key))),
+    async concatenate (key, _handle, sources) {
+      const joined = joinedDir(key)
+      const joining = `${pathOf(key)}.joining`
+      let size = 0
+      try {
+        // A completer killed midway left its directory; the one taking over starts it afresh.
+        await fsp.rm(joining, { recursive: true, force: true })
+        await fsp.mkdir(joining, { recursive: true })
+        for (const [i, source] of sources.entries()) {
+          const part = path.join(joining, String(i))
+          await fsp.link(pathOf(source.key), part)
+          size += (await fsp.stat(part)).size
+        }
+        await fsp.rm(joined, { recursive: true, force: true })
+        await fsp.rename(joining, joined)
+      } catch (err) {
+        await fsp.rm(joining, { recursive: true, force: true }).catch(() => {})
+        throw unavailable(err)
+      }
+      await fsp.rm(chunkDir(key), { recursive: true, force: true }).catch(() => {})
+      return { size }
+    },
 
     async discardChunk (key, _handle, receipt) {
       if (receipt.at !== undefined) return // in place: a retry overwrote its range, or will
@@ -169,7 +238,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       try {
         handle = await fsp.open(file, 'r')
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobNotFoundError(key)
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return await getJoined(key, range)
         throw unavailable(err)
       }
       try {
@@ -185,6 +254,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       const file = pathOf(key)
       try {
         await fsp.rm(file, { force: true })
+        await fsp.rm(joinedDir(key), { recursive: true, force: true })
       } catch (err) {
         throw unavailable(err)
       }
@@ -193,6 +263,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
     async purge (key) {
       await this.delete(key)
       await fsp.rm(`${pathOf(key)}.part`, { force: true }).catch(err => { throw unavailable(err) })
+      await fsp.rm(`${pathOf(key)}.joining`, { recursive: true, force: true }).catch(err => { throw unavailable(err) })
       await fsp.rm(chunkDir(key), { recursive: true, force: true }).catch(err => { throw unavailable(err) })
     },
 

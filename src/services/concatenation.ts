@@ -9,9 +9,10 @@
  *   hold its whole length (400 otherwise: concatenation of unfinished uploads is not offered);
  * - settles each partial's storage into its own object (S3: CompleteMultipartUpload, fs: a
  *   rename; nothing copied) and builds its own object from them (`BlobStore.concatenate`: S3
- *   copies inside the bucket, fs streams once, hashing). A partial's appends were not hashed as
- *   they arrived (appends.ts): the final's SHA-256 is the one pass over its bytes in order (fs:
- *   as they stream into it; S3: reading the object back);
+ *   copies inside the bucket, fs links their files as its parts; no byte passes through the
+ *   service). A partial's appends were not hashed as they arrived (appends.ts): the final's
+ *   SHA-256 is the one pass over its bytes in order, reading the object back (fs: from the page
+ *   cache where the partials were just written);
  * - publishes it as any upload (same SHA-256 from the stored bytes, the final's metadata), moves
  *   the partials' bytes in the key's quota to the file, finishes every partial (HEAD of one then
  *   answers the final's code) and deletes their objects.

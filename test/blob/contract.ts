@@ -326,6 +326,37 @@ export function appendContract (t: Test, open: (t: Test) => Promise<BlobStore>, 
     await opts.assertNothingLeft(t, up.key)
   })
 
+  // tus concatenation: a final upload's object from its partial uploads' (sources stay).
+  for (const [name, sizes] of [['small sources, an empty one among them', [1000, 0, 70_000, 5]], ['sources of a part\'s size and more', [6 * MiB, 5 * MiB, 1]]] as const) {
+    t.test(`concatenate: ${name}: the object is the sources in order, whole and by ranges across them; the sources stay; delete leaves nothing`, async t => {
+      const store = await open(t)
+      const sources = sizes.map(size => ({ key: newBlobKey(), size }))
+      const data = sizes.map((size, i) => bytes(size, i + 40))
+      for (const [i, source] of sources.entries()) await store.put(source.key, Readable.from([data[i]!]))
+      const whole = Buffer.concat(data)
+      const key = newBlobKey()
+      const handle = await store.beginChunked(key)
+      const built = await store.concatenate(key, handle, sources)
+      t.equal(built.size, whole.length)
+      if (built.sha256 !== undefined) t.equal(built.sha256, createHash('sha256').update(whole).digest('hex'), 'a digest, when given, is of the bytes')
+      const got = await store.get(key)
+      t.equal(got.size, whole.length)
+      t.same((await sha256(got.body)).hash, createHash('sha256').update(whole).digest('hex'), 'byte for byte')
+      const first = sizes[0]!
+      for (const range of [{ start: 0, end: 0 }, { start: first - 3, end: first + 9 }, { start: 2, end: whole.length - 1 }, { start: whole.length - 1, end: whole.length - 1 }]) {
+        const part = await store.get(key, range)
+        t.same((await sha256(part.body)).hash, createHash('sha256').update(whole.subarray(range.start, range.end + 1)).digest('hex'), `bytes ${range.start}-${range.end}`)
+      }
+      const early = await store.get(key)
+      early.body.destroy() // a reader that goes at once leaves nothing open
+      for (const [i, source] of sources.entries()) t.same((await sha256((await store.get(source.key)).body)).hash, createHash('sha256').update(data[i]!).digest('hex'), `source ${i} stays`)
+      await store.delete(key)
+      await t.rejects(store.get(key), BlobNotFoundError)
+      await opts.assertNothingLeft(t, key)
+      for (const source of sources) await store.delete(source.key)
+    })
+  }
+
   t.test('append: purge right after opening leaves nothing', async t => {
     const store = await open(t)
     const up = await openAppendable(t, store)

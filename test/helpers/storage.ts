@@ -29,7 +29,7 @@ export async function listStored (config: Config): Promise<string[]> {
 
 /** What one item of `listStored` is; `key` is the 32-hex object key it belongs to. */
 export type StoredItem =
-  /** A whole object (fs: `ab/KEY`; S3: `PREFIXKEY`). */
+  /** A whole object (fs: `ab/KEY`, or a part of a concatenated one, `ab/KEY.joined/N`; S3: `PREFIXKEY`). */
   | { kind: 'object', key: string }
   /** A chunk of a session's object (fs: `ab/KEY.chunks/INDEX-NONCE`; S3: `PREFIXKEY.chunk-INDEX-NONCE`). */
   | { kind: 'chunk', key: string, index: number }
@@ -42,7 +42,7 @@ export type StoredItem =
 export function describeStored (config: Config, item: string): StoredItem {
   const storage = config.storage
   const layout = storage.driver === 'fs'
-    ? /^()[0-9a-f]{2}\/([0-9a-f]{32})(?:\.chunks\/(\d+)-[0-9a-f]+)?$/
+    ? /^()[0-9a-f]{2}\/([0-9a-f]{32})(?:\.chunks\/(\d+)-[0-9a-f]+|\.joined\/\d+)?$/
     : new RegExp(`^(unfinished:)?${storage.prefix.replace(/[.*()]/g, '\\$&')}([0-9a-f]{32})(?:\\.chunk-(\\d+)-[0-9a-f]+)?$`)
   const [, unfinished = '', key, index] = layout.exec(item) ?? []
   if (key === undefined || (unfinished !== '' && index !== undefined)) return { kind: 'other', key: undefined }
