@@ -23,8 +23,12 @@ export interface BlobStore {
    */
   put (key: string, body: Readable, options?: { contentType?: string, maxLength?: number | undefined, ticket?: UploadTicket | undefined }): Promise<{ size: number }>
 
-  /** Opens an object for reading, whole or the bytes `range.start`…`range.end` (inclusive). */
-  get (key: string, range?: ByteRange): Promise<{ body: Readable, size: number }>
+  /**
+   * Opens an object for reading, whole or the bytes `range.start`…`range.end` (inclusive).
+   * `readSize`: bytes per read where the driver reads in pieces (fs): the service's own reads
+   * (hashing an object back) take larger ones than a download's default 64 KiB.
+   */
+  get (key: string, range?: ByteRange, options?: { readSize?: number }): Promise<{ body: Readable, size: number }>
 
   /** Removes an object; succeeds when it is already gone. */
   delete (key: string): Promise<void>

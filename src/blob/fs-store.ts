@@ -103,7 +103,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
   const joinedDir = (key: string) => `${pathOf(key)}.joined`
 
   /** `get` of a concatenated object: every part opened at once (a delete meanwhile takes nothing from the reader). */
-  async function getJoined (key: string, range: ByteRange | undefined): Promise<{ body: Readable, size: number }> {
+  async function getJoined (key: string, range: ByteRange | undefined, readSize: number | undefined): Promise<{ body: Readable, size: number }> {
     const dir = joinedDir(key)
     let names: string[]
     try {
@@ -133,7 +133,7 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
         for (const { handle, size } of parts) {
           const from = Math.max(start, at)
           const to = Math.min(end, at + size - 1)
-          if (from <= to) yield * handle.createReadStream({ start: from - at, end: to - at, autoClose: false })
+          if (from <= to) yield * handle.createReadStream({ start: from - at, end: to - at, autoClose: false, ...(readSize !== undefined ? { highWaterMark: readSize } : {}) })
           at += size
         }
       } finally {
@@ -232,18 +232,18 @@ export function createFsBlobStore ({ dir }: { dir: string }): BlobStore {
       return await concatenateFiles(key, receipts.map(r => path.join(dir, String(r.file))))
     },
 
-    async get (key, range) {
+    async get (key, range, options) {
       const file = pathOf(key)
       let handle: fsp.FileHandle
       try {
         handle = await fsp.open(file, 'r')
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return await getJoined(key, range)
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return await getJoined(key, range, options?.readSize)
         throw unavailable(err)
       }
       try {
         const { size } = await handle.stat()
-        return { body: handle.createReadStream(range ?? {}), size }
+        return { body: handle.createReadStream({ ...range, ...(options?.readSize !== undefined ? { highWaterMark: options.readSize } : {}) }), size }
       } catch (err) {
         await handle.close()
         throw unavailable(err)
