@@ -10,6 +10,7 @@ import { startPeer } from './backends.js'
 import {
   addRow, alternate, checkBytes, type Context, generatedHash, getHashed, memoryOf, MiB, mibPerSecond, peakRssDuring, ratio, stat, timed
 } from './lib.js'
+import { peerS3Env } from './peers/s3-env.js'
 import type { Stored } from './w1-upload.js'
 
 export async function benchDownload (ctx: Context, stored: Stored): Promise<void> {
@@ -35,9 +36,7 @@ export async function benchDownload (ctx: Context, stored: Stored): Promise<void
   if (stored.s3 !== undefined) {
     const { client, bucket, key, s3 } = stored.s3
     // A third contender: a bare node:http relay of GetObject, the cost any relay pays here.
-    const peer = await startPeer('bare.ts', ['relay'], {
-      BENCH_S3_ENDPOINT: s3.endpoint, BENCH_S3_ACCESS_KEY_ID: s3.accessKeyId, BENCH_S3_SECRET_ACCESS_KEY: s3.secretAccessKey, BENCH_S3_BUCKET: bucket
-    })
+    const peer = await startPeer('bare.ts', ['relay'], peerS3Env(s3, bucket))
     relay = {
       name: 'relay',
       run: async () => mibPerSecond(size, (await timed(async () => {

@@ -29,6 +29,7 @@ import { DeleteObjectCommand } from '@aws-sdk/client-s3'
 import { type Driver, type Peer, s3Client, startPeer, startService, tempDir } from './backends.js'
 import { chunkedUpload } from './chunked-client.js'
 import { addRow, alternate, checkBytes, type Context, generated, generatedHash, getHashed, limit, MiB, mibPerSecond, notes, ratio, stat, timed } from './lib.js'
+import { peerS3Env } from './peers/s3-env.js'
 import { tusExtensions, tusUpload } from './tus-client.js'
 
 const CHUNK = 8 * MiB
@@ -57,9 +58,7 @@ async function startTusPeer (driver: Driver): Promise<{ peer: Peer, store: strin
     return { peer, store: '@tus/file-store', forget }
   }
   const { client, bucket, s3 } = await s3Client()
-  const peer = await startPeer('tus-s3.ts', [], {
-    BENCH_S3_ENDPOINT: s3.endpoint, BENCH_S3_ACCESS_KEY_ID: s3.accessKeyId, BENCH_S3_SECRET_ACCESS_KEY: s3.secretAccessKey, BENCH_S3_BUCKET: bucket
-  })
+  const peer = await startPeer('tus-s3.ts', [], peerS3Env(s3, bucket))
   // s3-store's termination aborts the multipart upload first, which a completed one no longer
   // has (NoSuchUpload: 404, nothing deleted): the bench deletes its two objects itself.
   const forget = async (url: string) => {

@@ -17,6 +17,7 @@ import { pipeline } from 'node:stream/promises'
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3'
 import Fastify from 'fastify'
 import type { Readable } from 'node:stream'
+import { s3FromEnv } from './s3-env.js'
 
 const [mode, dir] = process.argv.slice(2)
 
@@ -46,16 +47,8 @@ if (mode === 'files') {
   await app.listen({ port: 0, host: '127.0.0.1' })
   announce((app.server.address() as { port: number }).port)
 } else if (mode === 'relay') {
-  const env = (name: string) => process.env[name] ?? ''
-  const client = new S3Client({
-    endpoint: env('BENCH_S3_ENDPOINT'),
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: env('BENCH_S3_ACCESS_KEY_ID'), secretAccessKey: env('BENCH_S3_SECRET_ACCESS_KEY') },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED'
-  })
-  const Bucket = env('BENCH_S3_BUCKET')
+  const { bucket: Bucket, client: config } = s3FromEnv('bare.ts relay')
+  const client = new S3Client(config)
   const server = http.createServer((req, res) => {
     const Key = /^\/r\/([A-Za-z0-9_.-]+)$/.exec(req.url ?? '')?.[1]
     if (Key === undefined) { res.writeHead(404).end(); return }
