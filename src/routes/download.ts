@@ -10,13 +10,12 @@ import type { FastifyReply } from 'fastify'
 import type { FileRecord } from '../core/model.js'
 import { attachmentDisposition } from '../http/content-disposition.js'
 import { parseRange } from '../http/range.js'
+import { reprDigest } from '../http/repr-digest.js'
 import { countSentBytes } from '../http/sent-bytes.js'
 import { answerError } from '../plugins/error-handler.js'
 import { FileNotFound, RangeNotSatisfiable, type Download, type DownloadRequest } from '../services/files.js'
 import { CodeParams } from './schemas.js'
 
-/** RFC 9530 Repr-Digest of the whole representation (also on 206 answers). */
-const reprDigest = (file: FileRecord) => `sha-256=:${Buffer.from(file.sha256, 'hex').toString('base64')}:`
 /** The ETag of a claim: a secret only its downloader saw. */
 const claimETag = (claimId: string) => `"c-${claimId}"`
 const CLAIM_ETAG = /^"c-([A-Za-z0-9_-]{22})"$/
@@ -37,7 +36,8 @@ function fileHeaders (reply: FastifyReply, file: FileRecord, etag: string, lengt
     'accept-ranges': 'bytes',
     etag
   })
-  if (file.sha256 !== '') reply.header('repr-digest', reprDigest(file))
+  // RFC 9530 Repr-Digest of the whole representation (also on 206 answers).
+  if (file.sha256 !== '') reply.header('repr-digest', reprDigest(file.sha256))
   // What is left of the file, for the info page (HEAD counts nothing): after a GET's claim, the
   // downloads left beside this one.
   reply.header('dropcode-downloads-left', String(Math.max(0, file.maxDownloads - file.downloads)))

@@ -18,6 +18,7 @@ import { DropcodeError } from '../core/errors.js'
 import { integerHeader } from '../http/tus-headers.js'
 import { hasContent, isPartialUpload, problemMembers, uploadComplete, uploadLimit, type InteropVersion, type ProblemName } from '../http/ietf-draft.js'
 import { declaredLength } from '../http/multipart-form.js'
+import { completedHeaders } from '../http/repr-digest.js'
 import type { AppendRequest, UploadProgress } from '../services/appends.js'
 import type { ApiKey } from '../services/keys.js'
 
@@ -52,10 +53,7 @@ export function ietfDraftHandlers (deps: DraftDeps) {
     reply.header('upload-complete', p.completed !== undefined ? '?1' : '?0')
     if (p.length !== undefined) reply.header('upload-length', String(p.length))
     limitHeader(reply, version, key, p.completed === undefined)
-    if (p.completed !== undefined) {
-      reply.header('dropcode-code', p.completed.code)
-      reply.header('repr-digest', `sha-256=:${Buffer.from(p.completed.sha256, 'hex').toString('base64')}:`)
-    }
+    if (p.completed !== undefined) completedHeaders(reply, p.completed)
   }
 
   /** Length from `Upload-Complete: ?1` + Content-Length (the rest of the upload after `offset`) and from Upload-Length; they must agree. */

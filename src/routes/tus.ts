@@ -24,6 +24,7 @@ import type { Config } from '../config.js'
 import { DropcodeError } from '../core/errors.js'
 import { parseFields } from '../http/form-fields.js'
 import { admitBody, declaredLength } from '../http/multipart-form.js'
+import { completedHeaders } from '../http/repr-digest.js'
 import { dispositionFilename, INTEROP_VERSIONS, interopVersion } from '../http/ietf-draft.js'
 import { CHECKSUM_ALGORITHMS, integerHeader, isOffsetStream, parseChecksum, parseConcat, parseMetadata, TUS_VERSION } from '../http/tus-headers.js'
 import type { AppendRequest, UploadProgress } from '../services/appends.js'
@@ -72,8 +73,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<{ config: Pick<Config, 'limits' | 'se
     reply.header('upload-offset', String(p.offset))
     if (p.length !== undefined) reply.header('upload-length', String(p.length))
     if (p.completed !== undefined) {
-      reply.header('dropcode-code', p.completed.code)
-      reply.header('repr-digest', `sha-256=:${Buffer.from(p.completed.sha256, 'hex').toString('base64')}:`)
+      completedHeaders(reply, p.completed)
     } else {
       reply.header('upload-expires', expires())
     }
